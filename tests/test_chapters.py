@@ -1,0 +1,49 @@
+"""每一章：用 steps.py check 单独搭出这一章的树，跑它的 main 和树里的全部测试；再确认 notebook 与源同步。"""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from minibook import chapters as C
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tools"))
+import notebook  # noqa: E402  tools/notebook.py
+
+WRITTEN = C.written_chapters()
+
+
+@pytest.mark.parametrize("ch", WRITTEN, ids=[c.name for c in WRITTEN])
+def test_chapter_builds_runs_and_passes_its_tests(ch):
+    proc = subprocess.run([sys.executable, str(REPO / "tools" / "steps.py"), "check", str(ch.number)],
+                          capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert "合计：1 章通过，0 章失败" in proc.stdout
+
+
+@pytest.mark.parametrize("ch", WRITTEN, ids=[c.name for c in WRITTEN])
+def test_notebook_is_executed_and_matches_its_source(ch):
+    problem = notebook.out_of_sync(ch)
+    assert problem is None, problem
+
+
+@pytest.mark.parametrize("ch", WRITTEN, ids=[c.name for c in WRITTEN])
+def test_notebook_follows_the_page_anatomy(ch):
+    """每章都有书页的全部组成部分（标题之外的 11 个小节），顺序与 BOOK.md §4 一致。"""
+    import jupytext
+
+    nb = jupytext.read(ch.notebook)
+    text = "\n".join(c.source for c in nb.cells)
+    parts = ["自测", "本章要回顾的文件", "这一步的 main", "运行", "与官方的差异", "测试",
+             "怎么讲清楚", "练习", "小结"]
+    positions = [text.find(p) for p in parts]
+    missing = [p for p, pos in zip(parts, positions) if pos < 0]
+    assert not missing, f"{ch.notebook.name} 缺少：{missing}"
+    assert positions == sorted(positions), f"{ch.notebook.name} 的小节顺序不对"
+    sources = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    assert f"setup({ch.number})" in sources
+    for helper in ("header()", "tree()", "listing(", "run("):
+        assert helper in sources, f"{ch.notebook.name} 没有用 {helper}"
+    assert "??? " in text, "自测和练习的参考答案应当是可折叠的"

@@ -1,0 +1,57 @@
+"""按文件与符号从源码里取代码，书页上的代码清单都从这里来，不手贴。"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from pathlib import Path
+
+
+class ListingError(Exception):
+    pass
+
+
+def _children(node: ast.AST) -> list[ast.AST]:
+    return [n for n in getattr(node, "body", [])
+            if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef, ast.Assign,
+                              ast.AnnAssign))]
+
+
+def _name(node: ast.AST) -> str | None:
+    if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+        return node.name
+    targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+    names = [t.id for t in targets if isinstance(t, ast.Name)]
+    return names[0] if names else None
+
+
+def symbols(source: str) -> list[str]:
+    """文件里可以摘录的符号：顶层的类、函数、赋值，以及类里的方法（Class.method）。"""
+    found = []
+    for node in _children(ast.parse(source)):
+        name = _name(node)
+        if name:
+            found.append(name)
+        if isinstance(node, ast.ClassDef):
+            found += [f"{node.name}.{_name(m)}" for m in _children(node) if _name(m)]
+    return found
+
+
+def extract(path: str | Path, symbol: str | None = None) -> str:
+    """返回文件全文，或某个符号（含装饰器）的源码；方法会去掉类的缩进。"""
+    path = Path(path)
+    try:
+        source = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ListingError(f"找不到文件 {path}") from None
+    if symbol is None:
+        return source.rstrip("\n")
+    node: ast.AST = ast.parse(source)
+    for part in symbol.split("."):
+        match = [n for n in _children(node) if _name(n) == part]
+        if not match:
+            raise ListingError(f"{path} 里没有符号 {symbol}；可选的有：{', '.join(symbols(source))}")
+        node = match[-1]
+    start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+    lines = source.splitlines()[start - 1:node.end_lineno]
+    return textwrap.dedent("\n".join(lines))

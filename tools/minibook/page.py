@@ -1,0 +1,73 @@
+"""章节 notebook 里用的小工具：搭树、文件计数、文件树、代码清单、运行命令。
+
+约定：notebook 的第一个代码单元是 `from minibook.page import *; setup(N)`。
+stderr 的处理只在这里定一次：命令成功时只显示 stdout，失败时把 stderr 一起抛出来；
+notebook 进程里的 warnings 一律关掉——库的新警告不应该让书页的输出变来变去。
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+from IPython.display import Markdown
+
+from minibook import chapters as _chapters
+from minibook.listing import extract
+
+__all__ = ["setup", "header", "tree", "listing", "run", "chapter_dir"]
+
+_current: dict = {}
+
+
+def setup(number: int) -> Path:
+    """搭出第 N 章的树，切换进去，让 `import minisgl` 只能拿到这一章为止的代码。"""
+    ch = _chapters.get_chapter(number)
+    tree = _chapters.build(ch.number)
+    os.chdir(tree)
+    sys.path.insert(0, str(tree))
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(tree), str(_chapters.REPO / "tools")])
+    for name in ("TRANSFORMERS_VERBOSITY",):
+        os.environ[name] = "error"
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    warnings.filterwarnings("ignore")
+    _current.update(chapter=ch, tree=tree)
+    return tree
+
+
+def chapter_dir() -> Path:
+    if "tree" not in _current:
+        raise RuntimeError("先调用 setup(N)")
+    return _current["tree"]
+
+
+def header() -> Markdown:
+    """本章开头那行计数，以及本章的 main 和测试。"""
+    ch = _current["chapter"]
+    text = _chapters.changes(ch.number).header()
+    return Markdown(f"{text}\n\n本章的 main：`{ch.main}`；本章的测试：`{ch.test_file}`。")
+
+
+def tree() -> Markdown:
+    return Markdown(f"```text\n{_chapters.tree_text(_current['chapter'].number)}\n```")
+
+
+def listing(path: str, symbol: str | None = None) -> Markdown:
+    """从本章的树里取代码：listing("minisgl/core.py", "Req")。"""
+    code = extract(chapter_dir() / path, symbol)
+    caption = f"{path} · {symbol}" if symbol else path
+    lang = "python" if path.endswith(".py") else "text"
+    fence = "````" if "```" in code else "```"
+    return Markdown(f'{fence}{lang} title="{caption}"\n{code}\n{fence}')
+
+
+def run(command: str, timeout: float = 900) -> None:
+    """在本章的树里运行一条命令并打印它的输出；失败就抛异常，让 notebook 也失败。"""
+    proc = subprocess.run(command, shell=True, cwd=chapter_dir(), capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    print(proc.stdout, end="")
+    if proc.returncode != 0:
+        raise RuntimeError(f"命令失败（退出码 {proc.returncode}）：{command}\n{proc.stderr[-3000:]}")

@@ -1,0 +1,88 @@
+#!/usr/bin/env python
+"""执行章节 notebook：读 chapters/chNN_slug.py（jupytext 源），在这一章的树里执行，写出带输出的 .ipynb。
+
+    python tools/notebook.py 1        执行第 1 章
+    python tools/notebook.py all      执行全部已写的章节
+    python tools/notebook.py --check  只检查每个 .ipynb 的输入与 .py 源一致（不执行）
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import jupytext  # noqa: E402
+import nbformat  # noqa: E402
+from nbclient import NotebookClient  # noqa: E402
+from nbclient.exceptions import CellExecutionError  # noqa: E402
+
+from minibook import chapters as C  # noqa: E402
+
+KERNEL_TIMEOUT = 1200
+
+
+def cell_sources(nb: nbformat.NotebookNode) -> list[tuple[str, str]]:
+    return [(c.cell_type, c.source.strip()) for c in nb.cells]
+
+
+def out_of_sync(ch: C.Chapter) -> str | None:
+    """.ipynb 的输入与 .py 源不一致时返回原因（文本源才是真的；时间戳不可信）。"""
+    if not ch.notebook.is_file():
+        return f"缺少 notebook 源 {ch.notebook.relative_to(C.REPO)}"
+    if not ch.ipynb.is_file():
+        return f"缺少执行过的 {ch.ipynb.relative_to(C.REPO)}（运行 python tools/notebook.py {ch.number}）"
+    source = cell_sources(jupytext.read(ch.notebook))
+    executed = nbformat.read(ch.ipynb, as_version=4)
+    if source != cell_sources(executed):
+        return f"{ch.ipynb.name} 的输入与 {ch.notebook.name} 不一致（运行 python tools/notebook.py {ch.number}）"
+    code = [c for c in executed.cells if c.cell_type == "code"]
+    if any(c.get("execution_count") is None for c in code):
+        return f"{ch.ipynb.name} 有没执行过的代码单元"
+    return None
+
+
+def execute(ch: C.Chapter) -> float:
+    nb = jupytext.read(ch.notebook)
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata.setdefault("jupytext", {})["formats"] = "ipynb,py:percent"
+    start = time.monotonic()
+    client = NotebookClient(nb, timeout=KERNEL_TIMEOUT, kernel_name="python3",
+                            resources={"metadata": {"path": str(ch.notebook.parent)}})
+    client.execute()
+    nbformat.write(nb, ch.ipynb)
+    return time.monotonic() - start
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="notebook.py", description="执行章节 notebook")
+    parser.add_argument("chapters", nargs="*", help="章号，或 all")
+    parser.add_argument("--check", action="store_true", help="只检查 .ipynb 与 .py 源是否一致")
+    args = parser.parse_args(argv)
+    try:
+        written = C.written_chapters()
+        picked = written if not args.chapters or args.chapters == ["all"] else \
+            [C.get_chapter(n) for n in args.chapters]
+        if args.check:
+            problems = [p for p in map(out_of_sync, picked) if p]
+            for p in problems:
+                print(p)
+            print("全部一致" if not problems else f"{len(problems)} 个 notebook 需要重新执行")
+            return 1 if problems else 0
+        for ch in picked:
+            print(f"执行第 {ch.number} 章 {ch.notebook.name} ……", flush=True)
+            print(f"  写出 {ch.ipynb.relative_to(C.REPO)}（{execute(ch):.0f} 秒）")
+    except C.ChapterError as e:
+        print(f"错误：{e}", file=sys.stderr)
+        return 2
+    except CellExecutionError as e:
+        print(f"错误：notebook 有单元执行失败，没有写出 .ipynb：\n{str(e)[-3000:]}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
