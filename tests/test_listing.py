@@ -1,0 +1,59 @@
+"""代码清单按文件和符号摘取：类、方法（去掉缩进）、带装饰器的函数、整文件；找不到时列出可选符号。"""
+
+import pytest
+
+from minibook.listing import ListingError, extract, symbols
+
+SOURCE = '''"""模块"""
+import functools
+
+LIMIT = 3
+
+
+@functools.lru_cache
+def cached(x):
+    return x + 1
+
+
+class Box:
+    """盒子"""
+
+    size: int = 1
+
+    def grow(self, n):
+        self.size += n
+        return self.size
+
+    @property
+    def empty(self):
+        return self.size == 0
+'''
+
+
+@pytest.fixture
+def src(tmp_path):
+    path = tmp_path / "m.py"
+    path.write_text(SOURCE, encoding="utf-8")
+    return path
+
+
+def test_function_with_decorator(src):
+    assert extract(src, "cached") == "@functools.lru_cache\ndef cached(x):\n    return x + 1"
+
+
+def test_method_is_dedented(src):
+    assert extract(src, "Box.empty") == "@property\ndef empty(self):\n    return self.size == 0"
+    assert extract(src, "Box.grow").startswith("def grow(self, n):\n    self.size += n")
+
+
+def test_class_and_assignment_and_whole_file(src):
+    assert extract(src, "Box").splitlines()[0] == "class Box:"
+    assert extract(src, "Box").splitlines()[-1] == "        return self.size == 0"
+    assert extract(src, "LIMIT") == "LIMIT = 3"
+    assert extract(src) == SOURCE.rstrip("\n")
+
+
+def test_missing_symbol_lists_choices(src):
+    with pytest.raises(ListingError, match="没有符号 Box.shrink；可选的有：LIMIT, cached, Box, Box.size, Box.grow, Box.empty"):
+        extract(src, "Box.shrink")
+    assert symbols(SOURCE) == ["LIMIT", "cached", "Box", "Box.size", "Box.grow", "Box.empty"]
