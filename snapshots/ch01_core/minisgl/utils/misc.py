@@ -1,0 +1,75 @@
+"""和设备、数据类型有关的小工具。
+
+全书默认跑在 CPU 上，有 CUDA 时走 GPU。这里的函数只看设备的"名字"，
+不会去初始化 CUDA，所以在没有 GPU 的机器上也能放心调用。
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator
+
+import torch
+
+
+def is_cuda(device: torch.device | str) -> bool:
+    """device 是不是一块 CUDA 设备（"cuda"、"cuda:1" 都算）。只解析名字，不碰 GPU。"""
+    return torch.device(device).type == "cuda"
+
+
+def device_of(rank: int = 0, device_type: str | None = None) -> torch.device:
+    """第 rank 个 TP 进程应该用的设备。
+
+    device_type 为 None 时自动选择：有 CUDA 就用 ``cuda:rank``（一个 rank 一块卡），
+    否则用 CPU（所有 rank 共用 CPU，由线程数划分）。
+    """
+    if device_type is None:
+        device_type = "cuda" if torch.cuda.is_available() else "cpu"
+    if device_type == "cpu":
+        return torch.device("cpu")
+    if device_type != "cuda":
+        raise ValueError(f"不支持的设备类型 {device_type!r}，只能是 'cpu' 或 'cuda'")
+    if not torch.cuda.is_available():
+        raise RuntimeError("要求使用 CUDA，但这台机器上没有可用的 CUDA 设备")
+    if not 0 <= rank < torch.cuda.device_count():
+        raise RuntimeError(
+            f"rank {rank} 没有对应的 GPU：这台机器只有 {torch.cuda.device_count()} 块"
+        )
+    return torch.device("cuda", rank)
+
+
+_DTYPE_NAMES: dict[str, torch.dtype] = {
+    "float32": torch.float32,
+    "fp32": torch.float32,
+    "float": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "bf16": torch.bfloat16,
+    "float16": torch.float16,
+    "fp16": torch.float16,
+    "half": torch.float16,
+}
+
+
+def parse_dtype(dtype: str | torch.dtype) -> torch.dtype:
+    """把 "bf16"、"float32"、"torch.float16" 这类写法转成 torch.dtype；已是 dtype 则原样返回。"""
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    key = dtype.strip().lower().removeprefix("torch.")
+    if key not in _DTYPE_NAMES:
+        raise ValueError(f"不认识的数据类型 {dtype!r}，可选：{'、'.join(_DTYPE_NAMES)}")
+    return _DTYPE_NAMES[key]
+
+
+@contextmanager
+def torch_dtype(dtype: torch.dtype) -> Iterator[None]:
+    """在 with 块里临时把 torch 的默认浮点类型设为 dtype，离开时恢复。
+
+    建模型时用它：层里 ``torch.empty(...)`` 创建的权重直接就是目标精度，
+    不必先按 float32 分配一遍再转换。
+    """
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(old)
