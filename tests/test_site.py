@@ -1,0 +1,348 @@
+"""网站：notebook → Markdown 的转换器、`mkdocs build --strict`、以及真浏览器里看到的页面。
+
+(a) 转换器的单元测试，用测试里现造的小 notebook；
+(b) 在真仓库上 `mkdocs build --strict`（有没有章节 notebook 都要能过），以及在仓库网站文件的临时副本
+    里放一个假的「执行过的」章节，整站构建一遍；
+(c) 用无头 Chromium 打开构建出的章节页，检查 JS 运行之后的 DOM，并截图留给人看。
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+
+from minibook import site
+from minibook.chapters import load_manifest
+
+REPO = Path(__file__).resolve().parents[1]
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+PNG_1x1 = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==")
+SVG = ('<?xml version="1.0" encoding="utf-8"?>\n<!DOCTYPE svg PUBLIC "-//W3C//DTD SVG 1.1//EN" "x">\n'
+       '<svg xmlns="http://www.w3.org/2000/svg" width="20" height="10">\n\n'
+       '  <rect width="20" height="10" fill="#3f51b5"/>\n</svg>\n')
+
+INTRO = """# 最小引擎
+
+一个文件、不依赖 minisgl 的推理引擎。
+
+!!! note "为什么从这里开始"
+    先看到整条路，再一块一块换掉。
+
+??? question "自测参考答案"
+
+    两次 all-reduce。
+
+=== "Llama"
+
+    Llama 没有 q_norm。
+
+=== "Qwen3"
+
+    Qwen3 在注意力前对 q、k 做 RMSNorm。"""
+
+LISTING = '```python title="minisgl/core.py · Req"\nclass Req:\n    """一个请求"""\n\n    uid: int\n```'
+
+
+def cell(source, outputs=(), tags=(), count=1):
+    c = new_code_cell(source, execution_count=count, outputs=list(outputs))
+    if tags:
+        c.metadata["tags"] = list(tags)
+    return c
+
+
+def stdout(text, name="stdout"):
+    return new_output("stream", name=name, text=text)
+
+
+def display(data):
+    return new_output("display_data", data=data)
+
+
+def error(ename="ZeroDivisionError", evalue="division by zero"):
+    return new_output("error", ename=ename, evalue=evalue,
+                      traceback=[f"\x1b[0;31m{ename}\x1b[0m: {evalue}"])
+
+
+def fake_chapter() -> nbformat.NotebookNode:
+    """像一章那样的「执行过的」notebook：每一种单元和输出都有。"""
+    cells = [
+        new_markdown_cell(INTRO),
+        cell("from minibook.page import *\nsetup(0)", [stdout("SETUP-SECRET\n")], tags=["remove-cell"]),
+        cell('listing("minisgl/core.py", "Req")', [display({"text/markdown": LISTING, "text/plain": "<Markdown>"})],
+             tags=["remove-input"]),
+        cell("# NBVAL_IGNORE_OUTPUT\nimport time\nprint('用时', 1.5)\nprint('第二行')",
+             [stdout("用时 1.5\n"), stdout("第二行\n")]),
+        cell("!python examples/ch00_tiny_engine.py", [stdout("The capital of France is Paris.\n")]),
+        cell("import sys\nprint('', file=sys.stderr)", [stdout("", name="stderr")]),
+        cell("import warnings\nwarnings.warn('小心')", [stdout("UserWarning: 小心\n", name="stderr")]),
+        cell("1 + 1", [new_output("execute_result", data={"text/plain": "2"}, execution_count=8)]),
+        cell("show_png()", [display({"image/png": PNG_1x1, "text/plain": "<Figure>"})]),
+        cell("show_svg()", [display({"image/svg+xml": SVG, "text/plain": "<SVG>"})]),
+        new_markdown_cell("## 小结\n\n就这些。"),
+    ]
+    for i, c in enumerate(cells):
+        if c.cell_type == "code":
+            c.execution_count = i
+    return new_notebook(cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                                              "language": "python"}})
+
+
+@pytest.fixture(scope="module")
+def page():
+    return site.render(fake_chapter(), "ch00_tiny_engine")
+
+
+# ---------------------------------------------------------------- (a) 转换器
+
+
+def test_markdown_cells_are_verbatim(page):
+    assert INTRO in page.markdown
+    assert page.title == "最小引擎"
+
+
+def test_remove_cell_is_omitted(page):
+    assert "setup(0)" not in page.markdown
+    assert "SETUP-SECRET" not in page.markdown
+
+
+def test_remove_input_keeps_markdown_output_verbatim(page):
+    assert "listing(" not in page.markdown
+    assert LISTING in page.markdown
+
+
+def test_stream_output_is_one_labelled_block(page):
+    block = '<div class="nb-output nb-stdout" markdown>\n\n```text title="输出"\n用时 1.5\n第二行\n```\n\n</div>'
+    assert block in page.markdown
+
+
+def test_nbval_comment_is_stripped(page):
+    assert "NBVAL" not in page.markdown
+    assert "```python\nimport time\nprint('用时', 1.5)" in page.markdown
+
+
+def test_shell_cell_is_a_bash_block(page):
+    assert "```bash\n$ python examples/ch00_tiny_engine.py\n```" in page.markdown
+    assert "!python" not in page.markdown
+
+
+def test_stderr_dropped_when_empty_shown_when_not(page):
+    assert page.markdown.count("nb-stderr") == 1
+    assert '```text title="stderr"\nUserWarning: 小心\n```' in page.markdown
+
+
+def test_plain_result_and_images(page):
+    assert '```text title="输出"\n2\n```' in page.markdown
+    (png,) = [name for name in page.files if name.endswith(".png")]
+    assert page.files[png] == base64.b64decode(PNG_1x1)
+    assert f"]({png})" in page.markdown
+    svg = page.markdown.split('<div class="nb-output nb-svg">')[1].split("</div>")[0]
+    assert "<svg" in svg and "<?xml" not in svg and "DOCTYPE" not in svg and "\n\n" not in svg
+
+
+def test_error_output_fails_loudly():
+    nb = new_notebook(cells=[new_markdown_cell("# 标题"), cell("1/0", [error()])])
+    with pytest.raises(site.NotebookError, match="第 2 个单元.*ZeroDivisionError"):
+        site.render(nb, "ch09_x")
+    hidden = new_notebook(cells=[new_markdown_cell("# 标题"), cell("setup(9)", [error()], tags=["remove-cell"])])
+    with pytest.raises(site.NotebookError):
+        site.render(hidden, "ch09_x")
+
+
+def test_expected_exception_is_shown():
+    for c in (cell("# NBVAL_RAISES_EXCEPTION\nReq(-1)", [error("ValueError", "uid < 0")]),
+              cell("Req(-1)", [error("ValueError", "uid < 0")], tags=["raises-exception"])):
+        md = site.render(new_notebook(cells=[new_markdown_cell("# 标题"), c]), "ch09_x").markdown
+        assert "nb-error" in md and "ValueError: uid < 0" in md and "\x1b" not in md
+
+
+def test_fence_is_longer_than_any_backticks_in_output():
+    nb = new_notebook(cells=[new_markdown_cell("# 标题"), cell("print(doc)", [stdout("```python\nx = 1\n```\n")])])
+    md = site.render(nb, "ch09_x").markdown
+    assert '````text title="输出"\n```python\nx = 1\n```\n````' in md
+
+
+def test_ansi_codes_and_progress_redraws_are_cleaned():
+    assert site.clean_output_text("\x1b[32mok\x1b[0m\n 10%\r 50%\r100%\r\nend\n\n") == "ok\n100%\nend"
+
+
+def test_title_is_first_heading():
+    nb = new_notebook(cells=[new_markdown_cell("```\n# 不是标题\n```\n\n# 真标题\n\n# 第二个")])
+    assert site.notebook_title(nb) == "真标题"
+    with pytest.raises(site.NotebookError, match="一级标题"):
+        site.notebook_title(new_notebook(cells=[new_markdown_cell("## 只有二级标题")]))
+
+
+def test_chapter_kicker_from_manifest():
+    ch = load_manifest(REPO / "chapters" / "manifest.toml")[1]
+    md = site.render(fake_chapter(), ch.name, ch).markdown
+    assert f'<p class="nb-kicker">手写 mini-sglang · {ch.stage} · 第 1 章</p>' in md
+
+
+def write_manifest(root: Path) -> None:
+    (root / "chapters").mkdir(parents=True, exist_ok=True)
+    shutil.copy(REPO / "chapters" / "manifest.toml", root / "chapters" / "manifest.toml")
+
+
+def test_build_pages_writes_executed_removes_stale_skips_the_rest(tmp_path):
+    write_manifest(tmp_path)
+    nbformat.write(fake_chapter(), tmp_path / "chapters" / "ch00_tiny_engine.ipynb")
+    unexecuted = fake_chapter()
+    for c in unexecuted.cells:
+        if c.cell_type == "code":
+            c.execution_count, c.outputs = None, []
+    nbformat.write(unexecuted, tmp_path / "chapters" / "ch01_core.ipynb")
+    nbformat.write(fake_chapter(), tmp_path / "chapters" / "scratch.ipynb")
+    out = tmp_path / "docs" / "chapters"
+    out.mkdir(parents=True)
+    (out / "ch05_attention.md").write_text("过期页面")
+
+    report = site.build_pages(tmp_path)
+    assert [p.name for p in report.pages] == ["ch00_tiny_engine.md"]
+    assert sorted(p.name for p in out.iterdir()) == ["ch00_tiny_engine.md", "ch00_tiny_engine.out9-1.png"]
+    assert [p.name for p in report.removed] == ["ch05_attention.md"]
+    assert any("ch01_core.ipynb" in s and "还没执行" in s for s in report.skipped)
+    assert any("scratch.ipynb" in s and "manifest" in s for s in report.skipped)
+    assert [c.number for c in site.available_chapters(tmp_path)] == [0]
+    text = (out / "ch00_tiny_engine.md").read_text(encoding="utf-8")
+    assert "导读 · 第 0 章" in text
+
+    mtime = (out / "ch00_tiny_engine.md").stat().st_mtime_ns
+    time.sleep(0.01)
+    site.build_pages(tmp_path)  # 内容没变就不重写（mkdocs serve 监视 docs/）
+    assert (out / "ch00_tiny_engine.md").stat().st_mtime_ns == mtime
+
+
+# ---------------------------------------------------------------- (b) mkdocs build --strict
+
+
+def mkdocs_build(root: Path, site_dir: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(site_dir)],
+                          cwd=root, capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, f"mkdocs build --strict 失败：\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+@pytest.fixture(scope="module")
+def real_site(tmp_path_factory):
+    """真仓库的网站，构建到临时目录。"""
+    out = tmp_path_factory.mktemp("real") / "site"
+    mkdocs_build(REPO, out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def fake_site(tmp_path_factory):
+    """仓库网站文件的副本 + 一个假的执行过的第 0 章：不依赖别人写没写完章节。"""
+    root = tmp_path_factory.mktemp("fake")
+    shutil.copy(REPO / "mkdocs.yml", root / "mkdocs.yml")
+    shutil.copytree(REPO / "docs", root / "docs", ignore=shutil.ignore_patterns("chapters"))
+    (root / "tools").mkdir()
+    shutil.copy(REPO / "tools" / "mkdocs_hooks.py", root / "tools")
+    shutil.copytree(REPO / "tools" / "minibook", root / "tools" / "minibook",
+                    ignore=shutil.ignore_patterns("__pycache__", "configs"))
+    write_manifest(root)
+    nbformat.write(fake_chapter(), root / "chapters" / "ch00_tiny_engine.ipynb")
+    mkdocs_build(root, root / "site")
+    return root / "site"
+
+
+def test_real_repo_builds_strict(real_site):
+    home = (real_site / "index.html").read_text(encoding="utf-8")
+    chapters = load_manifest(REPO / "chapters" / "manifest.toml")
+    available = {ch.number for ch in site.available_chapters(REPO, chapters)}
+    for ch in chapters:
+        assert ch.title in home  # 章节计划表从清单生成
+        page = real_site / "chapters" / ch.name / "index.html"
+        assert page.is_file() == (ch.number in available)
+    if len(available) < len(chapters):
+        assert "待写" in home
+    for stage in dict.fromkeys(ch.stage for ch in chapters):
+        assert stage in home
+
+
+def test_nav_is_not_typed_by_hand():
+    config = (REPO / "mkdocs.yml").read_text(encoding="utf-8")
+    assert not re.search(r"^nav:", config, re.M) and "chapters/ch" not in config
+    assert "tools/mkdocs_hooks.py" in config
+
+
+def test_chinese_search_index(real_site):
+    index = json.loads((real_site / "search" / "search_index.json").read_text(encoding="utf-8"))
+    assert index["config"]["lang"] == ["zh", "en"]
+    assert "\\u200b" in index["config"]["separator"]  # jieba 用零宽空格分词，分隔符必须认它
+    text = "".join(doc["text"] for doc in index["docs"])
+    assert "\u200b调度器\u200b" in text  # docs/assets/jieba_userdict.txt 里的词不被切开
+
+
+def test_fake_chapter_site(fake_site):
+    html = (fake_site / "chapters" / "ch00_tiny_engine" / "index.html").read_text(encoding="utf-8")
+    assert '<details class="question">' in html
+    assert 'class="admonition note"' in html
+    assert 'class="tabbed-set tabbed-alternate"' in html
+    assert 'class="nb-output nb-stdout"' in html and "The capital of France is Paris." in html
+    assert '<span class="filename">minisgl/core.py · Req</span>' in html
+    assert "<svg" in html and (fake_site / "chapters" / "ch00_tiny_engine.out9-1.png").is_file()
+    assert '<p class="nb-kicker">' in html
+    home = (fake_site / "index.html").read_text(encoding="utf-8")
+    # 导航：阶段成节，已执行的章节有链接，计划表里也有链接；没有页面的章节写「待写」
+    assert 'href="chapters/ch00_tiny_engine/"' in home
+    assert re.search(r"第 0 章 架构全景与最小引擎", home)
+    stage_page = (fake_site / "stages" / "correct" / "index.html").read_text(encoding="utf-8")
+    assert "核心数据结构" in stage_page and "待写" in stage_page
+
+
+# ---------------------------------------------------------------- (c) 真浏览器
+
+
+def chromium(tmp_path: Path, *args: str) -> str:
+    if CHROMIUM is None:
+        pytest.skip("没有安装 chromium（Debian：apt-get install chromium），跳过浏览器测试")
+    profile = tmp_path / f"profile-{time.monotonic_ns()}"
+    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+           f"--user-data-dir={profile}", "--virtual-time-budget=5000", *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    shutil.rmtree(profile, ignore_errors=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout
+
+
+def check_in_browser(page: Path, tmp_path: Path, shot: Path) -> str:
+    url = page.resolve().as_uri()
+    dom = chromium(tmp_path, "--dump-dom", url)
+    assert re.search(r'<div class="language-python highlight">.*?<span class="[a-z]+">', dom, re.S), "没有高亮的代码块"
+    assert 'class="nb-output' in dom, "没有输出块"
+    assert "<details" in dom, "没有折叠的参考答案 <details>"
+    # 复制按钮是 material 的 JS 加上的（静态 HTML 里没有）：旧版叫 md-clipboard，9.7 起是 md-code__button
+    assert re.search(r'md-clipboard|<button class="md-code__button"[^>]*data-md-type="copy"', dom), \
+        "代码复制按钮没有出现（material 的 JS 没有运行？）"
+    chromium(tmp_path, f"--screenshot={shot}", "--window-size=1280,1800", "--hide-scrollbars", url)
+    assert shot.is_file() and shot.stat().st_size > 10_000
+    return dom
+
+
+def test_fake_chapter_in_browser(fake_site, tmp_path):
+    dom = check_in_browser(fake_site / "chapters" / "ch00_tiny_engine" / "index.html", tmp_path,
+                           tmp_path / "fake_chapter.png")
+    assert "tabbed-set" in dom and "admonition" in dom
+
+
+def test_real_chapter_in_browser(real_site, tmp_path):
+    available = site.available_chapters(REPO)
+    if not available:
+        pytest.skip("chapters/ 里还没有执行过的章节 notebook（chNN_slug.ipynb），没有章节页可看")
+    ch = available[0]
+    check_in_browser(real_site / "chapters" / ch.name / "index.html", tmp_path, tmp_path / f"{ch.name}.png")
+    print(f"截图：{tmp_path / f'{ch.name}.png'}")
