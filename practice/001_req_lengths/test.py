@@ -1,0 +1,164 @@
+"""练习 001 的评测：随机走完几百个请求的一生，每一步都核对全部长度。
+
+用法：python test.py 要评测的文件.py   （judge.py 会替你做）
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # 找到 practice/judgekit.py
+from judgekit import (
+    check,
+    check_equal,
+    check_int_list,
+    check_raises,
+    check_type,
+    main,
+    require,
+)
+
+SEED = 20240601
+
+
+# ---------------------------------------------------------------------------
+# 参考答案：不模拟对象，直接用“第 k 步之后”的闭式公式算出每个长度应该是多少
+# ---------------------------------------------------------------------------
+
+
+def expected_after(prompt_len: int, cached0: int, output_len: int, k: int) -> dict[str, object]:
+    """完成 k 步（k 次 complete_one + append）之后，各个长度应该是多少。"""
+    device = prompt_len + k
+    cached = cached0 if k == 0 else prompt_len + k - 1  # 第 k 步送进去的 token 都进了缓存
+    return {
+        "cached_len": cached,
+        "device_len": device,
+        "max_device_len": prompt_len + output_len,
+        "extend_len": device - cached,
+        "remain_len": output_len - k,
+        "can_decode": k < output_len,
+    }
+
+
+def describe(prompt: list[int], cached0: int, output_len: int) -> str:
+    ids = short_ids(prompt)
+    return f"ReqState({ids}, cached_len={cached0}, output_len={output_len})"
+
+
+def short_ids(ids: list[int]) -> str:
+    if len(ids) <= 6:
+        return repr(ids)
+    return f"[{ids[0]}, {ids[1]}, …, {ids[-1]}]（共 {len(ids)} 个）"
+
+
+# ---------------------------------------------------------------------------
+# 检查
+# ---------------------------------------------------------------------------
+
+
+def read_lengths(req: object, when: str) -> dict[str, object]:
+    """读出全部长度，顺便检查类型：长度必须是 int，can_decode 必须是 bool。"""
+    values: dict[str, object] = {}
+    for name in ("cached_len", "device_len", "max_device_len", "extend_len", "remain_len"):
+        check(hasattr(req, name), f"{when}，ReqState 对象上没有 {name}")
+        value = getattr(req, name)
+        check_type(value, int, f"{when}的 {name}")
+        values[name] = value
+    check(hasattr(req, "can_decode"), f"{when}，ReqState 对象上没有 can_decode")
+    check_type(req.can_decode, bool, f"{when}的 can_decode")
+    values["can_decode"] = req.can_decode
+    return values
+
+
+def check_lengths(req: object, expected: dict[str, object], when: str, context: str) -> None:
+    actual = read_lengths(req, when)
+    for name, want in expected.items():
+        check_equal(actual[name], want, f"{when}的 {name}", context)
+
+
+def check_bad_arguments(ReqState: type) -> None:
+    bad = [
+        ([1, 2, 3], 3, 1, "cached_len 等于提示词长度（没有 token 可算）"),
+        ([1, 2, 3], 5, 1, "cached_len 比提示词还长"),
+        ([1, 2, 3], -1, 1, "cached_len 是负数"),
+        ([], 0, 4, "提示词是空的"),
+        ([1, 2, 3], 0, -1, "output_len 是负数"),
+    ]
+    for ids, cached, out, why in bad:
+        check_raises(
+            ValueError,
+            ReqState,
+            ids,
+            cached,
+            out,
+            what=f"ReqState({ids}, {cached}, {out})（{why}）",
+        )
+
+
+def check_one_life(
+    ReqState: type, rng: random.Random, prompt_len: int, cached0: int, output_len: int
+) -> None:
+    prompt = [rng.randrange(50_000) for _ in range(prompt_len)]
+    callers_copy = list(prompt)
+    context = describe(prompt, cached0, output_len)
+
+    req = ReqState(prompt, cached0, output_len)
+    check_int_list(getattr(req, "input_ids", None), "构造后的 input_ids")
+    check_equal(req.input_ids, prompt, "构造后的 input_ids", context)
+    check(
+        req.input_ids is not prompt,
+        f"{context}：input_ids 应该是传入列表的拷贝（list(input_ids)），不能是同一个对象",
+    )
+    check_lengths(req, expected_after(prompt_len, cached0, output_len, 0), "刚构造时", context)
+
+    generated: list[int] = []
+    for k in range(1, output_len + 1):
+        when = f"第 {k} 步"
+        req.complete_one()
+        expected = expected_after(prompt_len, cached0, output_len, k)
+        check_lengths(req, expected, f"{when} complete_one() 之后", context)
+        check_equal(
+            req.input_ids,
+            prompt + generated,
+            f"{when} complete_one() 之后的 input_ids（complete_one 不该动它）",
+            context,
+        )
+        token = rng.randrange(50_000)
+        req.append(token)
+        generated.append(token)
+        check_equal(
+            req.input_ids, prompt + generated, f"{when} append({token}) 之后的 input_ids", context
+        )
+        check_lengths(req, expected, f"{when} append() 之后（append 不该动长度）", context)
+        check_equal(
+            len(req.input_ids),
+            req.device_len,
+            f"{when} append() 之后 len(input_ids) 与 device_len 的关系",
+            context,
+        )
+
+    check_equal(prompt, callers_copy, "调用者传进来的列表（不应该被 append 改掉）", context)
+
+
+def run(mod: object) -> None:
+    ReqState = require(mod, "ReqState")
+    check(isinstance(ReqState, type), "ReqState 应该是一个类")
+
+    check_bad_arguments(ReqState)
+
+    rng = random.Random(SEED)
+    # 先走几个好懂的：没有缓存、命中一部分、不用生成
+    for prompt_len, cached0, output_len in [(5, 0, 3), (5, 2, 3), (1, 0, 1), (4, 3, 0)]:
+        check_one_life(ReqState, rng, prompt_len, cached0, output_len)
+    # 再走一大批随机的
+    for _ in range(300):
+        prompt_len = rng.randint(1, 64)
+        cached0 = rng.choice([0, rng.randrange(prompt_len)])
+        output_len = rng.randint(0, 24)
+        check_one_life(ReqState, rng, prompt_len, cached0, output_len)
+
+
+if __name__ == "__main__":
+    main(run)

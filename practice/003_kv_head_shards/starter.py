@@ -1,0 +1,36 @@
+"""练习 003 · div_even 与 KV 头的切分和复制（第 1 章 核心数据结构）
+
+把每个 `raise NotImplementedError` 换成你的实现，然后运行：
+
+    python practice/judge.py test 3
+
+题目和提示：practice/003_kv_head_shards/problem.md（或 `python practice/judge.py hint 3`）。
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def div_even(a: int, b: int, allow_replicate: bool = False) -> int:
+    """必须整除的除法：a % b == 0 时返回 a // b。
+
+    allow_replicate=True 且 a < b 时，要求 b % a == 0，返回 1（复制）。
+    其他情况，以及 a、b 不是正整数时，抛 ValueError。
+    """
+    raise NotImplementedError
+
+
+def kv_heads_of_rank(num_kv_heads: int, tp_size: int, tp_rank: int) -> list[int]:
+    """第 tp_rank 个 rank 持有的全局 KV 头编号（升序）。分不了或 tp_rank 越界时抛 ValueError。"""
+    raise NotImplementedError
+
+
+def shard_kv_weight(
+    weight: torch.Tensor, num_kv_heads: int, head_dim: int, tp_size: int, tp_rank: int
+) -> torch.Tensor:
+    """从完整的 k_proj / v_proj 权重 (num_kv_heads * head_dim, hidden) 里取出这个 rank 的那些行。
+
+    返回形状 (本地头数 * head_dim, hidden)、dtype 不变的连续张量。行数对不上时抛 ValueError。
+    """
+    raise NotImplementedError
