@@ -12,8 +12,8 @@ class ReqState:
                 f"cached_len 必须满足 0 <= cached_len < len(input_ids)，"
                 f"现在 cached_len={cached_len}，len(input_ids)={len(input_ids)}"
             )
-        if output_len < 0:
-            raise ValueError(f"output_len 不能是负数：{output_len}")
+        if output_len < 1:
+            raise ValueError(f"output_len 至少是 1：{output_len}")
         self.input_ids = list(input_ids)  # 自己的拷贝，append 不会改到调用者的列表
         self.cached_len = cached_len
         self.device_len = len(self.input_ids)
@@ -32,10 +32,16 @@ class ReqState:
         return self.remain_len > 0
 
     def complete_one(self) -> None:
+        if not self.can_decode:
+            raise RuntimeError(f"{self!r} 已经生成满了，不能再前进一步")
         self.cached_len = self.device_len  # 这一步送进去的 token 的 KV 都进了缓存
         self.device_len += 1  # 新采样出的 token
 
     def append(self, token: int) -> None:
+        if len(self.input_ids) >= self.device_len:
+            raise RuntimeError(
+                f"{self!r} 已有 {len(self.input_ids)} 个 token：append 要跟在 complete_one 之后"
+            )
         self.input_ids.append(token)
 
     def __repr__(self) -> str:

@@ -21,7 +21,10 @@ class ReqState:
     """
 
     def __init__(self, input_ids: list[int], cached_len: int, output_len: int) -> None:
-        """检查参数（不合法抛 ValueError），然后设置上面四个属性。"""
+        """检查参数（不合法抛 ValueError），然后设置上面四个属性。
+
+        合法的参数：0 <= cached_len < len(input_ids)，output_len >= 1。
+        """
         raise NotImplementedError
 
     @property
@@ -40,9 +43,15 @@ class ReqState:
         raise NotImplementedError
 
     def complete_one(self) -> None:
-        """一步前向结束：cached_len 追上 device_len，device_len 加 1。"""
+        """一步前向结束：cached_len 追上 device_len，device_len 加 1。
+
+        已经不能再 decode（生成满了）时抛 RuntimeError。
+        """
         raise NotImplementedError
 
     def append(self, token: int) -> None:
-        """把新采样出的 token 追加到 input_ids 末尾。"""
+        """把新采样出的 token 追加到 input_ids 末尾。
+
+        len(input_ids) 已经等于 device_len（还没 complete_one）时抛 RuntimeError。
+        """
         raise NotImplementedError

@@ -84,6 +84,7 @@ def check_bad_arguments(ReqState: type) -> None:
         ([1, 2, 3], 5, 1, "cached_len 比提示词还长"),
         ([1, 2, 3], -1, 1, "cached_len 是负数"),
         ([], 0, 4, "提示词是空的"),
+        ([1, 2, 3], 0, 0, "output_len 是 0，一个 token 都不生成"),
         ([1, 2, 3], 0, -1, "output_len 是负数"),
     ]
     for ids, cached, out, why in bad:
@@ -112,6 +113,9 @@ def check_one_life(
         f"{context}：input_ids 应该是传入列表的拷贝（list(input_ids)），不能是同一个对象",
     )
     check_lengths(req, expected_after(prompt_len, cached0, output_len, 0), "刚构造时", context)
+    check_raises(
+        RuntimeError, req.append, 1, what=f"{context} 刚构造完就 append（还没 complete_one）"
+    )
 
     generated: list[int] = []
     for k in range(1, output_len + 1):
@@ -132,6 +136,8 @@ def check_one_life(
             req.input_ids, prompt + generated, f"{when} append({token}) 之后的 input_ids", context
         )
         check_lengths(req, expected, f"{when} append() 之后（append 不该动长度）", context)
+        if k == 1:
+            check_raises(RuntimeError, req.append, 2, what=f"{context} 第 1 步里连着 append 两次")
         check_equal(
             len(req.input_ids),
             req.device_len,
@@ -139,6 +145,11 @@ def check_one_life(
             context,
         )
 
+    check_raises(
+        RuntimeError,
+        req.complete_one,
+        what=f"{context} 生成满 {output_len} 个 token 之后再 complete_one",
+    )
     check_equal(prompt, callers_copy, "调用者传进来的列表（不应该被 append 改掉）", context)
 
 
@@ -149,14 +160,14 @@ def run(mod: object) -> None:
     check_bad_arguments(ReqState)
 
     rng = random.Random(SEED)
-    # 先走几个好懂的：没有缓存、命中一部分、不用生成
-    for prompt_len, cached0, output_len in [(5, 0, 3), (5, 2, 3), (1, 0, 1), (4, 3, 0)]:
+    # 先走几个好懂的：没有缓存、命中一部分、只生成一个
+    for prompt_len, cached0, output_len in [(5, 0, 3), (5, 2, 3), (1, 0, 1), (4, 3, 1)]:
         check_one_life(ReqState, rng, prompt_len, cached0, output_len)
     # 再走一大批随机的
     for _ in range(300):
         prompt_len = rng.randint(1, 64)
         cached0 = rng.choice([0, rng.randrange(prompt_len)])
-        output_len = rng.randint(0, 24)
+        output_len = rng.randint(1, 24)
         check_one_life(ReqState, rng, prompt_len, cached0, output_len)
 
 

@@ -6,9 +6,9 @@ import torch
 
 
 def div_even(a: int, b: int, allow_replicate: bool = False) -> int:
-    if a <= 0 or b <= 0:
-        raise ValueError(f"div_even 只接受正整数：a={a}, b={b}")
-    if allow_replicate and a < b:
+    if a < 0 or b <= 0:
+        raise ValueError(f"div_even 要求 a >= 0、b > 0：a={a}, b={b}")
+    if allow_replicate and 0 < a < b:
         # 头比 rank 少：每个 rank 持有 1 个头，每个头复制 b // a 份
         if b % a != 0:
             raise ValueError(f"{b} 个 rank 不能平均复制 {a} 个头（{b} 不是 {a} 的倍数）")
@@ -19,6 +19,8 @@ def div_even(a: int, b: int, allow_replicate: bool = False) -> int:
 
 
 def kv_heads_of_rank(num_kv_heads: int, tp_size: int, tp_rank: int) -> list[int]:
+    if num_kv_heads <= 0:
+        raise ValueError(f"num_kv_heads 必须是正整数：{num_kv_heads}")
     local = div_even(num_kv_heads, tp_size, allow_replicate=True)
     if not (0 <= tp_rank < tp_size):
         raise ValueError(f"tp_rank 必须在 [0, {tp_size}) 里，现在是 {tp_rank}")

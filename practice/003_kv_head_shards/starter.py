@@ -15,14 +15,17 @@ import torch
 def div_even(a: int, b: int, allow_replicate: bool = False) -> int:
     """必须整除的除法：a % b == 0 时返回 a // b。
 
-    allow_replicate=True 且 a < b 时，要求 b % a == 0，返回 1（复制）。
-    其他情况，以及 a、b 不是正整数时，抛 ValueError。
+    allow_replicate=True 且 0 < a < b 时，要求 b % a == 0，返回 1（复制）。
+    其他情况，以及 a < 0 或 b <= 0 时，抛 ValueError。
     """
     raise NotImplementedError
 
 
 def kv_heads_of_rank(num_kv_heads: int, tp_size: int, tp_rank: int) -> list[int]:
-    """第 tp_rank 个 rank 持有的全局 KV 头编号（升序）。分不了或 tp_rank 越界时抛 ValueError。"""
+    """第 tp_rank 个 rank 持有的全局 KV 头编号（升序）。
+
+    num_kv_heads、tp_size 不是正整数，分不了，或 tp_rank 越界时抛 ValueError。
+    """
     raise NotImplementedError
 
 

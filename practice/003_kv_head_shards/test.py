@@ -48,11 +48,11 @@ def ref_heads_of_rank(num_heads: int, tp_size: int, rank: int) -> list[int]:
 
 def ref_div_even(a: int, b: int, allow_replicate: bool) -> int | None:
     """None 表示应该抛 ValueError。"""
-    if a <= 0 or b <= 0:
+    if a < 0 or b <= 0:
         return None
-    if a % b == 0:
+    if a % b == 0:  # 包括 a == 0
         return a // b
-    if allow_replicate and a < b and b % a == 0:
+    if allow_replicate and 0 < a < b and b % a == 0:
         return 1
     return None
 
@@ -83,6 +83,9 @@ def check_div_even(div_even: object, rng: random.Random) -> None:
         (1, 5, True),
         (16, 16, True),
         (0, 4, False),
+        (0, 4, True),
+        (-8, 2, False),
+        (4, 0, True),
         (4, -2, False),
     ]
     cases += [(rng.randint(1, 64), rng.randint(1, 64), rng.random() < 0.5) for _ in range(400)]
@@ -128,6 +131,19 @@ def check_heads_of_rank(kv_heads_of_rank: object, rng: random.Random) -> None:
                 bad_rank,
                 what=f"kv_heads_of_rank({heads}, {tp}, {bad_rank})（tp_rank 越界）",
             )
+    for heads, tp, why in [
+        (0, 4, "没有 KV 头"),
+        (8, 0, "tp_size 是 0"),
+        (3, 4, "3 个头分不给 4 个 rank"),
+    ]:
+        check_raises(
+            ValueError,
+            kv_heads_of_rank,
+            heads,
+            tp,
+            0,
+            what=f"kv_heads_of_rank({heads}, {tp}, 0)（{why}）",
+        )
 
 
 def check_shard_weight(shard_kv_weight: object, rng: random.Random) -> None:
