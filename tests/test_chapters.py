@@ -36,12 +36,16 @@ def test_notebook_follows_the_page_anatomy(ch):
 
     nb = jupytext.read(ch.notebook)
     text = "\n".join(c.source for c in nb.cells)
+    headings = [line for c in nb.cells if c.cell_type == "markdown"
+                for line in c.source.splitlines() if line.startswith("## ")]
     parts = ["自测", "本章要回顾的文件", "这一步的 main", "运行", "与官方的差异", "测试",
              "怎么讲清楚", "练习", "小结"]
-    positions = [text.find(p) for p in parts]
+    positions = [next((i for i, h in enumerate(headings) if p in h), -1) for p in parts]
     missing = [p for p, pos in zip(parts, positions) if pos < 0]
     assert not missing, f"{ch.notebook.name} 缺少：{missing}"
-    assert positions == sorted(positions), f"{ch.notebook.name} 的小节顺序不对"
+    assert positions == sorted(positions), f"{ch.notebook.name} 的小节顺序不对：{headings}"
+    assert text.lstrip().startswith("# ") or any(
+        c.source.startswith("# 第") for c in nb.cells if c.cell_type == "markdown"), "缺少章标题"
     sources = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
     assert f"setup({ch.number})" in sources
     for helper in ("header()", "tree()", "listing(", "run("):

@@ -23,7 +23,7 @@ __all__ = ["setup", "header", "tree", "listing", "run", "chapter_dir"]
 _current: dict = {}
 
 
-def setup(number: int) -> Path:
+def setup(number: int) -> None:
     """搭出第 N 章的树，切换进去，让 `import minisgl` 只能拿到这一章为止的代码。"""
     ch = _chapters.get_chapter(number)
     tree = _chapters.build(ch.number)
@@ -34,8 +34,7 @@ def setup(number: int) -> Path:
         os.environ[name] = "error"
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
     warnings.filterwarnings("ignore")
-    _current.update(chapter=ch, tree=tree)
-    return tree
+    _current.update(chapter=ch, tree=tree)  # 不返回路径：克隆的位置不同，输出也不该不同
 
 
 def chapter_dir() -> Path:
@@ -66,8 +65,11 @@ def listing(path: str, symbol: str | None = None) -> Markdown:
 
 def run(command: str, timeout: float = 900) -> None:
     """在本章的树里运行一条命令并打印它的输出；失败就抛异常，让 notebook 也失败。"""
+    # ipykernel 设了 FORCE_COLOR 等变量，会让 pytest 之类往输出里写颜色码：在这里去掉
+    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "CLICOLOR_FORCE")}
+    env.update(PYTHONWARNINGS="ignore", NO_COLOR="1")
     proc = subprocess.run(command, shell=True, cwd=chapter_dir(), capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+                          timeout=timeout, env=env)
     print(proc.stdout, end="")
     if proc.returncode != 0:
         raise RuntimeError(f"命令失败（退出码 {proc.returncode}）：{command}\n{proc.stderr[-3000:]}")
