@@ -9,11 +9,15 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+TOOLS = str(Path(__file__).resolve().parent)
+sys.path.insert(0, TOOLS)
+# notebook 内核是另一个进程：把 tools/ 放进 PYTHONPATH，没 pip install -e . 也能 import minibook
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (TOOLS, os.environ.get("PYTHONPATH")) if p)
 
 import jupytext  # noqa: E402
 import nbformat  # noqa: E402
