@@ -508,14 +508,12 @@ run("python -m pytest -q --color=no tests/test_ch01_core.py")
 #
 # ### 本章的判题练习
 #
-# 动手写、由评测程序判对错（随机输入，与参考答案逐项比较）：
-#
-# | 编号 | 题目 | 难度 |
-# | --- | --- | --- |
-# | 1 | 请求的长度记账 | 简单 |
-# | 2 | 批的 positions 与 cu_seqlens | 简单 |
-# | 3 | div_even 与 KV 头的切分和复制 | 中等 |
-#
+# 动手写、由评测程序判对错（随机输入，与参考答案逐项比较）；点题目看题面和提示：
+
+# %% tags=["remove-input"]
+exercises()
+
+# %% [markdown]
 # ```bash
 # python practice/judge.py start 1    # 把第 1 题的起始代码拷进工作区
 # python practice/judge.py test 1     # 判题

@@ -346,3 +346,17 @@ def test_real_chapter_in_browser(real_site, tmp_path):
     ch = available[0]
     check_in_browser(real_site / "chapters" / ch.name / "index.html", tmp_path, tmp_path / f"{ch.name}.png")
     print(f"截图：{tmp_path / f'{ch.name}.png'}")
+
+
+def test_practice_pages_come_from_the_exercise_manifest():
+    """练习页由 practice/ 生成：每道题一页，提示折叠，表里的链接指向它们。"""
+    from minibook import practice
+
+    items = practice.exercises()
+    assert items
+    page = practice.exercise_page(items[0])
+    assert page.count('??? tip "提示') >= 1 and "## 提示" not in page
+    assert f"python practice/judge.py test {items[0].number}" in page
+    index = practice.index_page()
+    for ex in items:
+        assert f"({'../'}{practice.page_uri(ex)})" in index

@@ -4,6 +4,7 @@
   索引页），节里是这个阶段已经有页面的章节。mkdocs.yml 里不写 nav。
   阶段页是 docs/stages/*/index.md 里 front matter 写了 `stage: 阶段名` 的页面；清单里的阶段
   没有阶段页时，这里临时生成一个只有章节表的页面。
+- 练习：docs/practice/ 下的页面由 practice/ 的清单和题面生成（minibook.practice），导航末尾一节。
 - on_pre_build：把 chapters/ 下执行过的 notebook 转成 docs/chapters/*.md（minibook.site）。
 - on_page_markdown：把页面里的标记换成从清单生成的表——
   `<!-- minibook:plan -->`（全书章节计划）和 `<!-- minibook:chapters -->`（本阶段的章节），
@@ -22,6 +23,7 @@ from mkdocs.plugins import event_priority
 from mkdocs.structure.files import File
 from mkdocs.utils.meta import get_data
 
+from minibook import practice
 from minibook import site as book
 from minibook.chapters import Chapter, ChapterError, load_manifest
 
@@ -79,6 +81,15 @@ def on_config(config):
             stage_pages[stage] = index
         nav.append({stage: [index] + [{nav_title(ch): book.page_uri(ch)}
                                        for ch in members if ch.number in available]})
+    # 练习：题目页由 practice/exercises.toml 与各题的 problem.md 生成
+    try:
+        items = practice.exercises()
+    except practice.judge().UserError as e:
+        raise PluginError(f"练习清单有误：{e}") from None
+    generated["practice/index.md"] = practice.index_page()
+    for ex in items:
+        generated[practice.page_uri(ex)] = practice.exercise_page(ex)
+    nav.append({"练习": ["practice/index.md"] + [{ex.label: practice.page_uri(ex)} for ex in items]})
     config.nav = nav
     _state.update(chapters=chapters, available=available, stage_pages=stage_pages, generated=generated)
 

@@ -18,7 +18,7 @@ from IPython.display import Markdown
 from minibook import chapters as _chapters
 from minibook.listing import extract
 
-__all__ = ["setup", "header", "tree", "listing", "run", "chapter_dir"]
+__all__ = ["setup", "header", "tree", "listing", "run", "chapter_dir", "exercises"]
 
 _current: dict = {}
 
@@ -73,3 +73,13 @@ def run(command: str, timeout: float = 900) -> None:
     print(proc.stdout, end="")
     if proc.returncode != 0:
         raise RuntimeError(f"命令失败（退出码 {proc.returncode}）：{command}\n{proc.stderr[-3000:]}")
+
+
+def exercises() -> Markdown:
+    """本章的判题练习（从 practice/exercises.toml 生成，链接到网站上的题目页）。"""
+    from minibook import practice
+
+    items = practice.chapter_exercises(_current["chapter"].number)
+    if not items:
+        return Markdown("本章没有判题练习；`python practice/judge.py` 列出全书的练习。")
+    return Markdown(practice.table(items, link_prefix="../"))
