@@ -252,6 +252,8 @@ def fake_site(tmp_path_factory):
     shutil.copy(REPO / "tools" / "mkdocs_hooks.py", root / "tools")
     shutil.copytree(REPO / "tools" / "minibook", root / "tools" / "minibook",
                     ignore=shutil.ignore_patterns("__pycache__", "configs"))
+    shutil.copytree(REPO / "practice", root / "practice",
+                    ignore=shutil.ignore_patterns("__pycache__", "workspace", ".progress.json"))
     write_manifest(root)
     nbformat.write(fake_chapter(), root / "chapters" / "ch00_tiny_engine.ipynb")
     mkdocs_build(root, root / "site")
