@@ -182,3 +182,19 @@ def test_cli_list_and_tree_on_the_real_book():
     tree = subprocess.run(STEPS + ["tree", "1"], capture_output=True, text=True, cwd=REPO, check=True).stdout
     assert tree.startswith("到这一章为止的文件：")
     assert "core.py  ← 本章新建" in tree
+
+
+def test_check_reports_each_chapter_and_fails_on_a_broken_main(book, capsys):
+    tmp, _ = book
+    sys.path.insert(0, str(REPO / "tools"))
+    import steps
+
+    write(tmp / "snapshots/ch02_two/examples/ch02_two.py", "raise SystemExit('main 坏了')\n")
+    assert steps.main(["check", "0-1"]) == 0
+    out = capsys.readouterr().out
+    assert "合计：2 章通过，0 章失败" in out and "1 passed" in out
+    assert steps.main(["check", "2"]) == 1
+    out = capsys.readouterr().out
+    assert "main：examples/ch02_two.py  失败" in out and "main 坏了" in out
+    assert "合计：0 章通过，1 章失败" in out
+    assert not (tmp / "build" / "ch02").exists()  # check 只用 build/check/，不碰读者的树

@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import time
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -138,7 +139,7 @@ def check_chapter(ch: C.Chapter) -> Report:
 
     t = time.monotonic()
     report.tests_ok, out = _run_step([sys.executable, "-m", "pytest", "-q", "tests"], tree, TEST_TIMEOUT)
-    summary = re.findall(r"^=*\s*(\d+ (?:passed|failed|error|errors|skipped)[^=\n]*?)(?: in [\d.]+s)?\s*=*$", out, re.M)
+    summary = re.findall(r"^=*\s*(\d+ (?:passed|failed|errors?|skipped)[^=\n]*?) in [\d.]+s.*$", out, re.M)
     report.tests = summary[-1] if summary else "没有测试结果"
     if report.tests_ok and " passed" not in report.tests:
         report.tests_ok = False  # 一个测试都没跑也算失败
@@ -147,6 +148,12 @@ def check_chapter(ch: C.Chapter) -> Report:
         print(_tail(out, 40))
     report.seconds = time.monotonic() - start
     return report
+
+
+def _pad(text: str, width: int) -> str:
+    """按终端显示宽度补空格：一个汉字占两列。"""
+    shown = sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+    return text + " " * max(1, width - shown)
 
 
 def _parse_selection(items: list[str]) -> list[C.Chapter]:
@@ -173,12 +180,12 @@ def cmd_check(args: argparse.Namespace) -> int:
             print(f"  错误：{report.error}")
         reports.append(report)
 
-    print("\n章节  文件（新建/修改/提前引入）          main  测试                     秒")
+    print(f"\n章节  {_pad('文件（新建/修改/提前引入）', 36)}{_pad('main', 6)}{_pad('测试', 26)}    秒")
     for r in reports:
         main = "—" if r.main_ok is None else ("通过" if r.main_ok else "失败")
         tests = r.tests or ("—" if not r.error else "坏快照")
-        print(f"ch{r.chapter.number:02d}  {r.counts or '—':<32} {main:<4}  {tests:<24} {r.seconds:5.1f}"
-              f"  {'✓' if r.ok else '✗'}")
+        print(f"ch{r.chapter.number:02d}  {_pad(r.counts or '—', 36)}{_pad(main, 6)}{_pad(tests, 26)}"
+              f"{r.seconds:5.1f}  {'✓' if r.ok else '✗'}")
     failed = [r for r in reports if not r.ok]
     print(f"\n合计：{len(reports) - len(failed)} 章通过，{len(failed)} 章失败")
     return 1 if failed else 0
