@@ -5,6 +5,9 @@
   阶段页是 docs/stages/*/index.md 里 front matter 写了 `stage: 阶段名` 的页面；清单里的阶段
   没有阶段页时，这里临时生成一个只有章节表的页面。
 - 练习：docs/practice/ 下的页面由 practice/ 的清单和题面生成（minibook.practice），导航末尾一节。
+  只用标准库的题在页面上还能直接评测：on_config 准备 Pyodide（minibook.pyodide，缓存里没有就取一次），
+  on_post_build 把它的运行时文件拷进 site/assets/pyodide/（不进 docs/，不进 git）；
+  编辑框和评测由 docs/assets/practice-runner.js、practice-worker.js 完成。
 - on_pre_build：把 chapters/ 下执行过的 notebook 转成 docs/chapters/*.md（minibook.site）。
 - on_page_markdown：把页面里的标记换成从清单生成的表——
   `<!-- minibook:plan -->`（全书章节计划）和 `<!-- minibook:chapters -->`（本阶段的章节），
@@ -23,7 +26,7 @@ from mkdocs.plugins import event_priority
 from mkdocs.structure.files import File
 from mkdocs.utils.meta import get_data
 
-from minibook import practice
+from minibook import practice, pyodide
 from minibook import site as book
 from minibook.chapters import Chapter, ChapterError, load_manifest
 
@@ -32,6 +35,8 @@ log = logging.getLogger("mkdocs.hooks.minibook")
 STAGES_DIR = "stages"
 PLAN_MARKER = "<!-- minibook:plan -->"
 STAGE_MARKER = "<!-- minibook:chapters -->"
+RUNNER_JS = "assets/practice-runner.js"  # 它旁边的 practice-worker.js 从 assets/pyodide/ 加载 Pyodide
+PYODIDE_SITE_DIR = "assets/pyodide"
 
 _state: dict = {}  # 本次构建：chapters, available (章号集合), stage_pages, generated
 
@@ -87,11 +92,19 @@ def on_config(config):
     except practice.judge().UserError as e:
         raise PluginError(f"练习清单有误：{e}") from None
     generated["practice/index.md"] = practice.index_page()
+    runtime = None
+    if any(ex.stdlib_only for ex in items):
+        runtime = pyodide.ensure_pyodide(log=log.info)  # 取不到也不算错：页面上改放一段说明
+        if runtime is not None:
+            log.info(f"浏览器里的练习：Pyodide {pyodide.VERSION}（{runtime}）")
+            if RUNNER_JS not in [str(js) for js in config.extra_javascript]:
+                config.extra_javascript.append(RUNNER_JS)
     for ex in items:
-        generated[practice.page_uri(ex)] = practice.exercise_page(ex)
+        generated[practice.page_uri(ex)] = practice.exercise_page(ex, browser=runtime is not None)
     nav.append({"练习": ["practice/index.md"] + [{ex.label: practice.page_uri(ex)} for ex in items]})
     config.nav = nav
-    _state.update(chapters=chapters, available=available, stage_pages=stage_pages, generated=generated)
+    _state.update(chapters=chapters, available=available, stage_pages=stage_pages, generated=generated,
+                  pyodide=runtime)
 
     # mkdocs-material 的 search 把 jieba 词典路径当作相对当前目录；这里改成相对 mkdocs.yml
     for plugin in config.plugins.values():
@@ -118,6 +131,13 @@ def on_files(files, config):
     for uri, content in _state.get("generated", {}).items():
         files.append(File.generated(config, uri, content=content))
     return files
+
+
+def on_post_build(config):
+    runtime = _state.get("pyodide")
+    if runtime is not None:
+        size = pyodide.copy_runtime(runtime, Path(config.site_dir) / PYODIDE_SITE_DIR)
+        log.info(f"Pyodide 运行时拷进了 {PYODIDE_SITE_DIR}/（{size / 2**20:.1f} MB）")
 
 
 def on_serve(server, config, builder):

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import html
 import importlib.util
+import json
 import sys
 from functools import lru_cache
 
+from minibook import pyodide
 from minibook.chapters import REPO
 
 PRACTICE = REPO / "practice"
@@ -33,8 +36,11 @@ def chapter_exercises(chapter: int) -> list:
     return [ex for ex in exercises() if ex.chapter == chapter]
 
 
-def exercise_page(ex) -> str:
-    """一道题的页面：题面原样，提示折叠起来，最后是判题命令。"""
+def exercise_page(ex, browser: bool = False) -> str:
+    """一道题的页面：题面原样，提示折叠起来，然后是判题命令；只用标准库的题再加上浏览器里的编辑框。
+
+    browser：网站里有没有 Pyodide（没有就只放一段“怎么打开”的说明）。
+    """
     statement, hints = judge().split_problem((ex.folder / "problem.md").read_text(encoding="utf-8"))
     parts = [statement.rstrip()]
     for title, body in hints:
@@ -43,7 +49,79 @@ def exercise_page(ex) -> str:
                  f"python practice/judge.py start {ex.number}   # 起始代码拷进 practice/workspace/{ex.name}.py\n"
                  f"python practice/judge.py test {ex.number}    # 判题\n"
                  f"python practice/judge.py hint {ex.number}    # 卡住了，看下一条提示\n```")
+    if ex.stdlib_only:
+        parts.append(browser_section(ex) if browser else browser_missing_note(ex))
     return "\n\n".join(parts) + "\n"
+
+
+# ---------------------------------------------------------------------------
+# 浏览器里做题：页面里放一个编辑框，评测在 Web Worker 里的 Pyodide 上跑（docs/assets/practice-*.js）。
+# 评测用的 test.py 和 judgekit.py 就是 practice/ 里的那两个文件，构建时原样嵌进页面，不另写一份。
+# 参考答案不放进网页：它只在本地 `judge.py solution N` 里给。
+# ---------------------------------------------------------------------------
+
+BROWSER_ROOT = "/home/pyodide/practice"  # Pyodide 虚拟文件系统里，按仓库 practice/ 的样子摆文件
+BROWSER_TIMEOUT = 10  # 秒；网页上的时间限制（本地 judge.py 默认 60 秒，浏览器里等不了那么久）
+
+EDITOR_STYLE = ("width:100%;min-height:28em;box-sizing:border-box;resize:vertical;padding:.8em;"
+                "font-family:var(--md-code-font-family),monospace;font-size:.75rem;line-height:1.5;tab-size:4;"
+                "color:var(--md-code-fg-color);background:var(--md-code-bg-color);"
+                "border:1px solid var(--md-default-fg-color--lightest);border-radius:.2rem;white-space:pre;")
+
+
+def browser_job(ex) -> dict:
+    """页面里嵌的评测材料：起始代码、test.py、judgekit.py（按原样）和 Pyodide 里跑评测的那段 Python。"""
+    return {
+        "exercise": ex.name,
+        "number": ex.number,
+        "label": ex.label,
+        "starter": ex.file("starter.py").read_text(encoding="utf-8"),
+        "root": BROWSER_ROOT,
+        "files": {
+            "judgekit.py": (PRACTICE / "judgekit.py").read_text(encoding="utf-8"),
+            f"{ex.name}/test.py": ex.file("test.py").read_text(encoding="utf-8"),
+        },
+        "test": f"{ex.name}/test.py",
+        "target": f"workspace/{ex.name}.py",  # 和本地 judge.py start 的工作区文件同名
+        "harness": pyodide.HARNESS,
+    }
+
+
+def _script_json(data: dict) -> str:
+    """放进 <script type="application/json"> 的 JSON：< > & 写成 \\u 转义，源码里的 </script> 不会提前结束它。"""
+    text = json.dumps(data, ensure_ascii=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def browser_section(ex) -> str:
+    runner = (
+        f'<div class="practice-runner" data-timeout="{BROWSER_TIMEOUT}">\n'
+        f'<textarea class="practice-editor" spellcheck="false" autocomplete="off" autocapitalize="off" '
+        f'aria-label="{html.escape(ex.label)} 的代码" style="{EDITOR_STYLE}"></textarea>\n'
+        '<p class="practice-buttons">'
+        '<button type="button" class="md-button md-button--primary" data-action="run">运行测试</button> '
+        '<button type="button" class="md-button" data-action="reset">重置为起始代码</button> '
+        '<span class="practice-status" aria-live="polite"></span></p>\n'
+        '<div class="practice-verdict" aria-live="polite"></div>\n'
+        f'<script type="application/json" class="practice-data">{_script_json(browser_job(ex))}</script>\n'
+        "</div>"
+    )
+    return ("## 在浏览器里做\n\n"
+            "这道题只用标准库，可以直接在这里写、在这里评测：评测用的是和本地 `judge.py` **同一份** "
+            "`test.py` 与 `judgekit.py`，跑在浏览器里的 Python（[Pyodide](https://pyodide.org/)）上，"
+            f"时间限制 {BROWSER_TIMEOUT} 秒。你的代码只保存在这个浏览器里；参考答案不在网页上，"
+            f"评测过之后用 `python practice/judge.py solution {ex.number}` 在本地看。"
+            "编辑框里 Tab 键插入 4 个空格（先按 Esc 再按 Tab 可以离开编辑框）。\n\n"
+            '<noscript>要在网页上评测需要打开 JavaScript；本地评测 <code>python practice/judge.py</code> 一直可用。</noscript>\n\n'
+            + runner)
+
+
+def browser_missing_note(ex) -> str:
+    return ('!!! note "在浏览器里做这道题"\n\n'
+            "    这道题只用标准库，本来可以直接在这个页面上写代码、运行评测；但构建这个网站时没有取到"
+            f"浏览器里的 Python（Pyodide）。在书的仓库里运行 `{pyodide.FETCH_HINT}`，"
+            "再重新构建网站（`mkdocs build` 或 `mkdocs serve`）就有了。\n\n"
+            f"    本地评测一直可用：`python practice/judge.py test {ex.number}`。")
 
 
 def table(items: list, link_prefix: str = "") -> str:

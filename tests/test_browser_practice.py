@@ -1,0 +1,270 @@
+"""网站上的练习：只用标准库的题在浏览器里评测（Pyodide + Web Worker），用的是和本地 judge.py 同一份
+test.py、judgekit.py。
+
+(a) 不开浏览器：页面里嵌的文件就是 practice/ 里的原文件；在 Pyodide 里跑评测的那段 Python（HARNESS）
+    放到普通 CPython 里，结论和 practice/judge.py 一字不差；取不到 Pyodide 时网站照样 --strict 构建，
+    页面上换成说明。
+(b) 真浏览器：构建网站，用 http.server 在 127.0.0.1 上提供（file:// 下 worker 和 wasm 都不让用），
+    用 playwright 驱动系统里的 Chromium：起始代码 → 未通过，参考答案 → 通过，死循环 → 超时，
+    然后新的 worker 再次通过；代码存在 localStorage 里，重置恢复起始代码。
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from minibook import practice, pyodide
+
+REPO = Path(__file__).resolve().parents[1]
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+EXERCISES = practice.exercises()
+STDLIB = [ex for ex in EXERCISES if ex.stdlib_only]
+EX2 = next(ex for ex in EXERCISES if ex.number == 2)
+TEST_TIMEOUT = 2  # 秒：页面网址里的 ?timeout=，让死循环那一步快一点
+
+
+def build_site(site_dir: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", **(env or {})}
+    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(site_dir)],
+                          cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, f"mkdocs build --strict 失败：\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+def page_job(html: str) -> dict:
+    match = re.search(r'<script type="application/json" class="practice-data">(.*?)</script>', html, re.S)
+    assert match, "页面里没有嵌评测材料"
+    return json.loads(match.group(1))
+
+
+# ---------------------------------------------------------------- (a) 不开浏览器
+
+
+@pytest.mark.parametrize("ex", STDLIB, ids=lambda ex: ex.name)
+def test_page_embeds_the_real_judge_files(ex):
+    job = practice.browser_job(ex)
+    assert job["starter"] == ex.file("starter.py").read_text(encoding="utf-8")
+    assert job["files"] == {"judgekit.py": (REPO / "practice" / "judgekit.py").read_text(encoding="utf-8"),
+                            f"{ex.name}/test.py": ex.file("test.py").read_text(encoding="utf-8")}
+    page = practice.exercise_page(ex, browser=True)
+    assert page_job(page) == job  # 转义过的 JSON 读回来一模一样
+    assert "</script>" not in page.split('class="practice-data">')[1].split("</script>")[0]
+    solution = ex.file("solution.py").read_text(encoding="utf-8")
+    assert solution not in page, "参考答案不该出现在网页上"
+    for label in ("运行测试", "重置为起始代码"):
+        assert label in page
+
+
+def test_pages_without_pyodide_or_without_stdlib():
+    page = practice.exercise_page(EX2, browser=False)
+    assert "practice-runner" not in page and pyodide.FETCH_HINT in page and "python practice/judge.py" in page
+    for ex in EXERCISES:
+        if not ex.stdlib_only:  # 要 torch 的题：浏览器里没有，只在本地评测
+            page = practice.exercise_page(ex, browser=True)
+            assert "practice-runner" not in page and pyodide.FETCH_HINT not in page
+
+
+def harness_verdict(ex, code: str, tmp_path: Path) -> dict:
+    """在子进程的 CPython 里执行 HARNESS（浏览器里 worker 跑的就是它），评测 code。"""
+    job = practice.browser_job(ex)
+    job["root"] = str(tmp_path / "practice")
+    job["files"] = {**job["files"], job["target"]: code}
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    script = f"{pyodide.HARNESS}\nimport sys\nsys.stdout.write(judge_in_browser(sys.stdin.read()))"
+    proc = subprocess.run([sys.executable, "-c", script], input=json.dumps(job), capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("ex", STDLIB, ids=lambda ex: ex.name)
+def test_harness_gives_the_same_verdict_as_judge(ex, tmp_path):
+    cases = {
+        "starter": ex.file("starter.py").read_text(encoding="utf-8"),
+        "solution": ex.file("solution.py").read_text(encoding="utf-8"),
+        "empty": '"""什么都没写。"""\n',
+        "syntax": "def f(:\n    pass\n",
+        "crash": "x = 1 / 0\n",
+    }
+    for name, code in cases.items():
+        local_file = tmp_path / f"{name}.py"
+        local_file.write_text(code, encoding="utf-8")
+        local = practice.judge().run_test(ex, local_file, timeout=60)
+        browser = harness_verdict(ex, code, tmp_path / name)
+        assert browser["verdict"] == local.kind, (name, browser, local)
+        if name == "crash":  # 导入时出错：消息一样，traceback 里的路径不同
+            assert browser["message"] == local.message and "ZeroDivisionError" in browser["detail"]
+        else:
+            assert browser["message"] == local.message, name
+        if name == "syntax":
+            assert (browser["line"], browser["offset"], browser["text"]) == (local.line, local.offset, local.text)
+
+
+def test_no_pyodide_still_builds(tmp_path):
+    """取不到 Pyodide（这里用一个不存在的 tarball 模拟）：--strict 照样构建，页面上是说明，缓存里不留半成品。"""
+    env = {"MINISGL_CACHE": str(tmp_path / "cache"), "MINISGL_PYODIDE_TARBALL": str(tmp_path / "nope.tgz")}
+    proc = build_site(tmp_path / "site", env)
+    assert "浏览器里运行练习暂不可用" in proc.stdout + proc.stderr
+    html = (tmp_path / "site" / "practice" / EX2.name / "index.html").read_text(encoding="utf-8")
+    assert "python -m minibook.pyodide fetch" in html and "practice-editor" not in html
+    assert not (tmp_path / "site" / "assets" / "pyodide").exists()
+    assert not list((tmp_path / "cache").glob("pyodide-*"))
+
+
+def test_fetch_rejects_a_bad_tarball(tmp_path, monkeypatch):
+    bad = tmp_path / "pyodide-0.27.7.tgz"
+    bad.write_bytes(b"not really a tarball")
+    monkeypatch.setenv("MINISGL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("MINISGL_PYODIDE_TARBALL", str(bad))
+    with pytest.raises(pyodide.PyodideFetchError, match="校验和不对"):
+        pyodide.fetch()
+    assert pyodide.find_pyodide() is None
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [".pyodide-0.27.7.lock"]  # 没有半成品
+
+
+# ---------------------------------------------------------------- (b) 真浏览器
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def site_url(tmp_path_factory):
+    if CHROMIUM is None:
+        pytest.skip("没有安装 chromium（Debian：apt-get install chromium），跳过浏览器里的评测")
+    if pyodide.ensure_pyodide() is None:
+        pytest.skip(f"取不到 Pyodide（见上面的原因；CI 里先运行 {pyodide.FETCH_HINT}），跳过浏览器里的评测")
+    site_dir = tmp_path_factory.mktemp("browser") / "site"
+    build_site(site_dir)
+    assert (site_dir / "assets" / "pyodide" / "pyodide.asm.wasm").is_file()
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1",
+                               "--directory", str(site_dir)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "http.server 没有起来"
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def browser(site_url):
+    sync_api = pytest.importorskip("playwright.sync_api", reason="没有安装 playwright（pip install -e . 会装上）")
+    with sync_api.sync_playwright() as p:
+        # 用系统的 Chromium（不需要 playwright install 下载浏览器）
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM, headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1280, "height": 1000})  # 每个测试一份新的 localStorage
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    yield page
+    context.close()
+    assert not errors, f"页面上的 JS 出错：{errors}"
+
+
+def run_and_wait(page) -> tuple[str, str, float]:
+    """点「运行测试」，等结论出来：(提示框的种类, 结论的文字, 用了几秒)。"""
+    start = time.monotonic()
+    page.click('.practice-runner [data-action="run"]')
+    box = page.wait_for_selector(".practice-verdict .admonition", timeout=60_000)
+    kind = box.get_attribute("class").split()[-1]
+    return kind, box.inner_text(), time.monotonic() - start
+
+
+def test_judge_in_the_browser(page, site_url, tmp_path):
+    starter = EX2.file("starter.py").read_text(encoding="utf-8")
+    solution = EX2.file("solution.py").read_text(encoding="utf-8")
+    page.goto(f"{site_url}/practice/{EX2.name}/?timeout={TEST_TIMEOUT}")
+    editor = page.locator(".practice-editor")
+    assert editor.input_value() == starter
+
+    # 起始代码：未通过，消息和本地 judge.py 评测同一个文件时一样
+    local = practice.judge().run_test(EX2, EX2.file("starter.py"), timeout=60)
+    kind, text, first = run_and_wait(page)
+    assert kind == "failure" and "未通过" in text, text
+    assert local.message in text
+
+    # 参考答案：通过
+    editor.fill(solution)
+    kind, text, seconds = run_and_wait(page)
+    assert kind == "success" and "通过！" in text, text
+
+    # 模块顶上的死循环：到时间限制被结束，报超时
+    editor.fill("while True:\n    pass\n")
+    kind, text, seconds = run_and_wait(page)
+    assert kind == "warning" and "超时" in text and f"{TEST_TIMEOUT} 秒" in text, text
+    assert TEST_TIMEOUT - 0.2 < seconds < TEST_TIMEOUT + 8, seconds
+
+    # 新的 worker（重新加载 Pyodide）照样评测
+    editor.fill(solution)
+    kind, text, again = run_and_wait(page)
+    assert kind == "success", text
+    print(f"\n首次评测（含加载 Pyodide）{first:.1f} 秒；超时后换新 worker 再评测 {again:.1f} 秒")
+
+    page.locator(".practice-verdict").scroll_into_view_if_needed()
+    shot = tmp_path / f"{EX2.name}.png"
+    page.screenshot(path=str(shot))
+    assert shot.stat().st_size > 10_000
+    print(f"截图：{shot}")
+
+
+def test_syntax_error_and_crash_in_the_browser(page, site_url):
+    page.goto(f"{site_url}/practice/{EX2.name}/")
+    editor = page.locator(".practice-editor")
+    editor.fill("def extend_lens(spans:\n    pass\n")
+    kind, text, _ = run_and_wait(page)
+    assert kind == "bug" and "语法错误：第 1 行" in text, text
+
+    editor.fill("print('算到这里了')\nraise RuntimeError('坏了')\n")
+    kind, text, _ = run_and_wait(page)
+    assert kind == "danger" and "运行时崩溃" in text and "RuntimeError: 坏了" in text, text
+    assert "算到这里了" in text  # 学习者打印的内容也显示出来
+
+
+def test_code_is_kept_and_reset(page, site_url):
+    starter = EX2.file("starter.py").read_text(encoding="utf-8")
+    url = f"{site_url}/practice/{EX2.name}/"
+    page.goto(url)
+    editor = page.locator(".practice-editor")
+    editor.fill("x = 1\n")
+    editor.press("End")
+    editor.press("Tab")  # Tab 插入 4 个空格，不离开编辑框
+    assert editor.input_value() == "x = 1\n    "
+    page.reload()
+    assert page.locator(".practice-editor").input_value() == "x = 1\n    "  # 存在 localStorage 里
+
+    page.once("dialog", lambda dialog: dialog.accept())  # “丢掉现在的代码？”
+    page.click('.practice-runner [data-action="reset"]')
+    assert page.locator(".practice-editor").input_value() == starter
+    page.reload()
+    assert page.locator(".practice-editor").input_value() == starter
