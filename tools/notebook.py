@@ -53,8 +53,10 @@ def execute(ch: C.Chapter) -> float:
     nb = jupytext.read(ch.notebook)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.metadata.setdefault("jupytext", {})["formats"] = "ipynb,py:percent"
+    for i, cell in enumerate(nb.cells):  # 固定的单元 id、不记执行时刻：重新执行只在输出变了时产生 diff
+        cell.id = f"cell-{i:03d}"
     start = time.monotonic()
-    client = NotebookClient(nb, timeout=KERNEL_TIMEOUT, kernel_name="python3",
+    client = NotebookClient(nb, timeout=KERNEL_TIMEOUT, kernel_name="python3", record_timing=False,
                             resources={"metadata": {"path": str(ch.notebook.parent)}})
     client.execute()
     nbformat.write(nb, ch.ipynb)

@@ -21,7 +21,7 @@ MANIFEST = REPO / "chapters" / "manifest.toml"
 SNAPSHOTS = REPO / "snapshots"
 BUILD = REPO / "build"
 STAMP = ".steps-stamp.json"  # 构建时写下每个文件的哈希，用来发现读者改过的文件
-JUNK = {"__pycache__", ".pytest_cache", ".ipynb_checkpoints", STAMP}
+JUNK = {"__pycache__"}
 PACKAGE = "minisgl"
 
 
@@ -135,7 +135,8 @@ def _rel(path: Path) -> str:
 
 
 def _is_junk(rel: Path) -> bool:
-    return any(part in JUNK for part in rel.parts) or rel.suffix == ".pyc"
+    """运行产物和隐藏文件（.ruff_cache、.pytest_cache、构建记录……）不属于快照，也不算读者的改动。"""
+    return any(part in JUNK or part.startswith(".") for part in rel.parts) or rel.suffix == ".pyc"
 
 
 def snapshot_files(ch: Chapter) -> list[str]:

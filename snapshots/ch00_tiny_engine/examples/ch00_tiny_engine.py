@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,8 +103,10 @@ def load_weights(model_dir: Path, cfg: Config) -> dict[str, torch.Tensor]:
                 # 统一转成 float32：CPU 上最稳，也是和 Hugging Face 逐 token 对照的前提。
                 weights[name] = f.get_tensor(name).to(torch.float32)
     # tied：checkpoint 里通常根本没有 lm_head.weight，输出层就是词嵌入矩阵本身。
-    if cfg.tie_word_embeddings or "lm_head.weight" not in weights:
+    if cfg.tie_word_embeddings:
         weights["lm_head.weight"] = weights["model.embed_tokens.weight"]
+    elif "lm_head.weight" not in weights:
+        raise KeyError(f"{model_dir} 缺少 lm_head.weight，而 config 说输出层不与词嵌入共享")
     return weights
 
 
@@ -130,14 +133,21 @@ def chat_prompt(model_dir: Path, user_message: str) -> str:
     from jinja2.sandbox import ImmutableSandboxedEnvironment  # torch 本身就依赖 jinja2
 
     model_dir = Path(model_dir)
+    config_file = model_dir / "tokenizer_config.json"
+    config = json.loads(config_file.read_text()) if config_file.exists() else {}
     template_file = model_dir / "chat_template.jinja"
-    if template_file.exists():
-        template = template_file.read_text()
-    else:
-        template = json.loads((model_dir / "tokenizer_config.json").read_text())["chat_template"]
+    template = template_file.read_text() if template_file.exists() else config["chat_template"]
+    # 有的模板（如 Llama 3）要用 bos_token，或调用 raise_exception：和 transformers 一样提供给它
+    special = {k: v["content"] if isinstance(v, dict) else v
+               for k in ("bos_token", "eos_token") if (v := config.get(k))}
+
+    def raise_exception(message: str):
+        raise ValueError(f"聊天模板报错：{message}")
+
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
+    env.globals["raise_exception"] = raise_exception
     messages = [{"role": "user", "content": user_message}]
-    return env.from_string(template).render(messages=messages, add_generation_prompt=True)
+    return env.from_string(template).render(messages=messages, add_generation_prompt=True, **special)
 
 
 def encode_prompt(tokenizer: Tokenizer, model_dir: Path, text: str, chat: bool) -> tuple[str, list[int]]:
@@ -374,7 +384,9 @@ def run_model(name: str, model_dir: Path, max_new_tokens: int, compare_hf: bool,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="第 0 章：一个文件的最小 Llama / Qwen3 推理引擎")
-    parser.add_argument("--model", type=Path, help="任意 Llama / Qwen3 的 Hugging Face 目录；不给就用书里的两个模型")
+    parser.add_argument("--model", type=Path, default=os.environ.get("MINISGL_MODEL") or None,
+                        help="任意 Llama / Qwen3 的 Hugging Face 目录（默认取环境变量 MINISGL_MODEL）；"
+                             "都没有就用书里的两个模型")
     parser.add_argument("--max-new-tokens", type=int, default=16)
     parser.add_argument(
         "--compare-hf",

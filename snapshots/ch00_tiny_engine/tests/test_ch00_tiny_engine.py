@@ -6,6 +6,7 @@ examples/ 不是包，所以按文件路径把 main 当模块导入（它的 __m
 from __future__ import annotations
 
 import ast
+import dataclasses
 import importlib.util
 import json
 import sys
@@ -163,6 +164,7 @@ def test_imports_nothing_from_minisgl():
         "__future__",
         "argparse",
         "json",
+        "os",
         "time",
         "dataclasses",
         "pathlib",
@@ -259,3 +261,21 @@ def test_untied_sharded_bf16_checkpoint(tmp_path, arch):
     # 它的 RoPE inv_freq 缓冲区也被转成了 bf16，精度已经丢了）。
     ref = hf_logits(tmp_path, ids)
     assert (ours - ref).abs().max().item() < ATOL
+
+
+def test_untied_checkpoint_without_lm_head_is_an_error(tmp_path):
+    """config 说输出层不共享、checkpoint 里却没有 lm_head.weight：报错，而不是悄悄拿词嵌入顶上。"""
+    from safetensors.torch import save_file
+
+    save_file({"model.embed_tokens.weight": torch.zeros(8, 4)}, tmp_path / "model.safetensors")
+    cfg = dataclasses.replace(engine.load_config(tiny_qwen3()), tie_word_embeddings=False)
+    with pytest.raises(KeyError, match="lm_head.weight"):
+        engine.load_weights(tmp_path, cfg)
+
+
+def test_chat_template_gets_special_tokens(tmp_path):
+    """用到 bos_token 的模板（如 Llama 3）拿得到它，和 transformers 一样。"""
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({
+        "bos_token": {"content": "<s>"},
+        "chat_template": "{{ bos_token }}{% for m in messages %}[{{ m['content'] }}]{% endfor %}"}))
+    assert engine.chat_prompt(tmp_path, "你好") == "<s>[你好]"
