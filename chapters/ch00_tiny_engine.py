@@ -66,11 +66,12 @@ tree()
 # python tools/steps.py run 0 -- python examples/ch00_tiny_engine.py
 # ```
 #
-# 手上有真实的 Qwen3-0.6B（或任何 Llama / Qwen3 的 Hugging Face 目录）的读者，用 `--model` 指给它。书里后面各章的 main 读环境变量 `MINISGL_MODEL`，本章的 main 只认命令行参数，两者一起用就是：
+# 手上有真实的 Qwen3-0.6B（或任何 Llama / Qwen3 的 Hugging Face 目录）的读者，设一次环境变量 `MINISGL_MODEL`，全书的 main 就都改用它；只想这一次换模型，用 `--model`：
 #
 # ```bash
 # export MINISGL_MODEL=/path/to/Qwen3-0.6B
-# python tools/steps.py run 0 -- python examples/ch00_tiny_engine.py --model "$MINISGL_MODEL"
+# python tools/steps.py run 0 -- python examples/ch00_tiny_engine.py
+# python tools/steps.py run 0 -- python examples/ch00_tiny_engine.py --model /path/to/other-llama
 # ```
 #
 # `--max-new-tokens` 改生成长度，`--no-compare-hf` 跳过 transformers 对照，`--timing` 多打印一行耗时。
