@@ -122,18 +122,23 @@ def qwen3_06b_config() -> Path:
 
 
 def _prepare(name: str, recipe: str, build: Callable[[Path], None]) -> Path:
-    """保证 cache_dir()/models/<name> 是按 recipe 完整做好的目录，返回它。
+    """保证 cache_dir()/models/<name> 是按 recipe 完整做好的目录，返回它。"""
+    return prepare_folder(cache_dir() / "models" / name, recipe, build)
 
-    build(staging) 把模型文件写进一个空的临时目录；成功才改名成正式目录，失败就删掉临时目录。
+
+def prepare_folder(target: Path, recipe: str, build: Callable[[Path], None]) -> Path:
+    """保证缓存目录 target 是按 recipe 完整做好的，返回它（模型和 Pyodide 运行时共用这套做法）。
+
+    build(staging) 把文件写进一个空的临时目录；成功才改名成正式目录，失败就删掉临时目录。
     """
-    target = cache_dir() / "models" / name
-    if _is_prepared(target, recipe):
+    if is_prepared(target, recipe):
         return target
-    with _file_lock(target.parent / f".{name}.lock"):
-        if _is_prepared(target, recipe):  # 等锁的时候，别的进程可能已经做好了
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with _file_lock(target.parent / f".{target.name}.lock"):
+        if is_prepared(target, recipe):  # 等锁的时候，别的进程可能已经做好了
             return target
         _remove_leftovers(target)
-        staging = Path(tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=target.parent))
+        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
         try:
             staging.chmod(0o755)  # mkdtemp 建的目录权限是 700，改成普通目录的权限
             build(staging)
@@ -147,7 +152,7 @@ def _prepare(name: str, recipe: str, build: Callable[[Path], None]) -> Path:
     return target
 
 
-def _is_prepared(folder: Path, recipe: str) -> bool:
+def is_prepared(folder: Path, recipe: str) -> bool:
     marker = folder / RECIPE_FILE
     return marker.is_file() and marker.read_text(encoding="utf-8").strip() == recipe
 

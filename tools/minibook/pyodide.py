@@ -22,11 +22,10 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from minibook.models import _file_lock, cache_dir
+from minibook.models import cache_dir, is_prepared, prepare_folder
 
 VERSION = "0.27.7"
 PACKAGE = f"pyodide@{VERSION}"
@@ -35,7 +34,6 @@ INTEGRITY = "sha512-RUSVJlhQdfWfgO9hVHCiXoG+nVZQRS5D9FzgpLJ/VcgGBLSAKoPL8kTiOikx
 # 只跑纯 Python 代码需要的文件（不要 .map、.d.ts、console.html）；package.json 里写着许可证 MPL-2.0
 RUNTIME_FILES = ("pyodide.js", "pyodide.asm.js", "pyodide.asm.wasm", "python_stdlib.zip",
                  "pyodide-lock.json", "package.json")
-RECIPE_FILE = ".minibook-recipe"
 RECIPE = f"{PACKAGE} {INTEGRITY}"
 FETCH_HINT = "python -m minibook.pyodide fetch"
 
@@ -53,9 +51,7 @@ def target_dir() -> Path:
 def find_pyodide() -> Path | None:
     """缓存里已经准备好的运行时目录；没有就是 None。不联网。"""
     folder = target_dir()
-    marker = folder / RECIPE_FILE
-    if marker.is_file() and marker.read_text(encoding="utf-8").strip() == RECIPE \
-            and all((folder / name).is_file() for name in RUNTIME_FILES):
+    if is_prepared(folder, RECIPE) and all((folder / name).is_file() for name in RUNTIME_FILES):
         return folder
     return None
 
@@ -83,28 +79,14 @@ def ensure_pyodide(log: Callable[[str], None] = _stderr) -> Path | None:
 
 def fetch() -> Path:
     """取 tarball、校验、解出运行时文件，原子地放进缓存。失败抛 PyodideFetchError。"""
-    target = target_dir()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with _file_lock(target.parent / f".{target.name}.lock"):
-        if find_pyodide() is not None:  # 等锁的时候，别的进程可能已经做好了
-            return target
-        for leftover in target.parent.glob(f".{target.name}.tmp-*"):  # 被强行杀掉的进程留下的
-            shutil.rmtree(leftover, ignore_errors=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
-        try:
-            staging.chmod(0o755)
-            tarball = _tarball(staging)
-            _check_integrity(tarball)
-            _extract(tarball, staging)
-            tarball.unlink()
-            (staging / RECIPE_FILE).write_text(RECIPE + "\n", encoding="utf-8")
-            if target.exists():  # 旧的或不完整的目录，作废
-                shutil.rmtree(target)
-            os.replace(staging, target)  # 同一文件系统内改名是原子的
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
-    return target
+    return prepare_folder(target_dir(), RECIPE, _build)
+
+
+def _build(staging: Path) -> None:
+    tarball = _tarball(staging)
+    _check_integrity(tarball)
+    _extract(tarball, staging)
+    tarball.unlink()
 
 
 def _tarball(dest: Path) -> Path:
