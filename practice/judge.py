@@ -840,6 +840,8 @@ def cmd_watch(args: Args, exercises: list[Exercise]) -> int:
         print_verdict(ex, verdict, progress, exercises)
         any_failed = any_failed or not verdict.passed
 
+    # 从后台启动的进程会继承“忽略 SIGINT”：这里明确装上默认处理，保证 Ctrl-C 总能退出
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         seen = mtimes()
         if not args.once:
