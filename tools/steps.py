@@ -173,6 +173,13 @@ def _parse_selection(items: list[str]) -> list[C.Chapter]:
 
 def cmd_check(args: argparse.Namespace) -> int:
     selected = _parse_selection(args.chapters)
+    # 先把模型准备好（第一次运行时下载、转换）：离线时在这里给出一条清楚的说明，而不是几十个失败的测试
+    from minibook.models import ModelPrepareError, prepare_all
+
+    try:
+        prepare_all()
+    except ModelPrepareError as e:
+        raise C.ChapterError(f"准备模型失败，没法检查章节：\n{e}") from None
     reports = []
     for ch in selected:
         print(f"\n第 {ch.number} 章「{ch.title}」", flush=True)

@@ -422,6 +422,18 @@ def _init_tiny_qwen3_weights(model) -> None:
 # ---------------------------------------------------------------------------
 
 
+def prepare_all() -> dict[str, Path]:
+    """准备书里用到的全部模型（已经准备好的直接返回），返回 名字 → 路径。"""
+    paths = {
+        SMOLLM2_NAME: smollm2(),
+        TINY_QWEN3_NAME: tiny_qwen3(),
+        "Qwen3-0.6B config": qwen3_06b_config(),
+    }
+    if os.environ.get("MINISGL_MODEL"):
+        paths["MINISGL_MODEL"] = default_model()
+    return paths
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
@@ -429,13 +441,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", choices=["prepare"], help="prepare：准备全部模型并打印路径")
     parser.parse_args(argv)
     try:
-        paths = {
-            SMOLLM2_NAME: smollm2(),
-            TINY_QWEN3_NAME: tiny_qwen3(),
-            "Qwen3-0.6B config": qwen3_06b_config(),
-        }
-        if os.environ.get("MINISGL_MODEL"):
-            paths["MINISGL_MODEL"] = default_model()
+        paths = prepare_all()
     except ModelPrepareError as error:
         print(f"准备模型失败：\n{error}", file=sys.stderr)
         return 1
