@@ -199,9 +199,23 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+class ChineseParser(argparse.ArgumentParser):
+    """命令写错时用中文说明，并给出完整用法（argparse 自带的提示是英文）。"""
+
+    def error(self, message: str) -> None:
+        for english, chinese in (("the following arguments are required:", "缺少参数："),
+                                 ("invalid choice:", "没有这个命令："), ("unrecognized arguments:", "多余的参数：")):
+            message = message.replace(english, chinese)
+        print(f"错误：命令写得不对（{message}）。用法：\n{__doc__.strip()}", file=sys.stderr)
+        sys.exit(2)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="steps.py", description="逐章搭建与检查《手写 mini-sglang》")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = ChineseParser(prog="steps.py", description="逐章搭建与检查《手写 mini-sglang》",
+                           usage="python tools/steps.py {list,build,tree,diff,run,check} ...")
+    parser._positionals.title = "命令"
+    parser._optionals.title = "选项"
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=ChineseParser)
     sub.add_parser("list", help="全书章节").set_defaults(func=cmd_list)
     p = sub.add_parser("build", help="搭出第 N 章的树到 build/chNN/")
     p.add_argument("chapter")
