@@ -67,6 +67,29 @@ def nav_title(ch: Chapter) -> str:
     return f"第 {ch.number} 章 {ch.title}"
 
 
+def _practice_section(config, nav: list, generated: dict[str, str]) -> Path | None:
+    """练习：题目页由 practice/exercises.toml 与各题的 problem.md 生成，导航末尾一节。
+
+    有只用标准库的题目时准备 Pyodide，让它们也能在浏览器里做；返回运行时目录（取不到就是 None）。
+    """
+    try:
+        items = practice.exercises()
+    except practice.judge().UserError as e:
+        raise PluginError(f"练习清单有误：{e}") from None
+    runtime = None
+    if any(ex.stdlib_only for ex in items):
+        runtime = pyodide.ensure_pyodide(log=log.info)  # 取不到也不算错：页面上改放一段说明
+        if runtime is not None:
+            log.info(f"浏览器里的练习：Pyodide {pyodide.VERSION}（{runtime}）")
+            if RUNNER_JS not in [str(js) for js in config.extra_javascript]:
+                config.extra_javascript.append(RUNNER_JS)
+    generated["practice/index.md"] = practice.index_page()
+    for ex in items:
+        generated[practice.page_uri(ex)] = practice.exercise_page(ex, browser=runtime is not None)
+    nav.append({"练习": ["practice/index.md"] + [{ex.label: practice.page_uri(ex)} for ex in items]})
+    return runtime
+
+
 @event_priority(100)  # 先于 search 插件的 on_config：它要读 jieba 词典的路径
 def on_config(config):
     root = _root(config)
@@ -86,22 +109,7 @@ def on_config(config):
             stage_pages[stage] = index
         nav.append({stage: [index] + [{nav_title(ch): book.page_uri(ch)}
                                        for ch in members if ch.number in available]})
-    # 练习：题目页由 practice/exercises.toml 与各题的 problem.md 生成
-    try:
-        items = practice.exercises()
-    except practice.judge().UserError as e:
-        raise PluginError(f"练习清单有误：{e}") from None
-    generated["practice/index.md"] = practice.index_page()
-    runtime = None
-    if any(ex.stdlib_only for ex in items):
-        runtime = pyodide.ensure_pyodide(log=log.info)  # 取不到也不算错：页面上改放一段说明
-        if runtime is not None:
-            log.info(f"浏览器里的练习：Pyodide {pyodide.VERSION}（{runtime}）")
-            if RUNNER_JS not in [str(js) for js in config.extra_javascript]:
-                config.extra_javascript.append(RUNNER_JS)
-    for ex in items:
-        generated[practice.page_uri(ex)] = practice.exercise_page(ex, browser=runtime is not None)
-    nav.append({"练习": ["practice/index.md"] + [{ex.label: practice.page_uri(ex)} for ex in items]})
+    runtime = _practice_section(config, nav, generated)
     config.nav = nav
     _state.update(chapters=chapters, available=available, stage_pages=stage_pages, generated=generated,
                   pyodide=runtime)
