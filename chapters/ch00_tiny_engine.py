@@ -676,14 +676,19 @@ run("python -m pytest -q tests/test_ch00_tiny_engine.py")
 #     2. 每个 token 的缓存 = 2（K 和 V）× 层数 × KV 头数 × head_dim × 每个数的字节数。SmolLM2：2 × 30 × 3 × 64 = 11520 个数，float32 下 46080 字节（45 KiB），bf16 下 22.5 KiB；不用 GQA 时乘 3，float32 下 135 KiB。Qwen3-0.6B：2 × 28 × 8 × 128 = 57344 个数，bf16 下 112 KiB，float32 下 224 KiB。一条 40960 个 token 的序列在 bf16 下约 40960 × 112 KiB ≈ 4.4 GiB，而权重约 0.6B × 2 字节 ≈ 1.2 GB：一条满长序列的缓存就是权重的三倍多。这就是为什么服务的并发上限通常由 KV 缓存决定，而最小引擎按最大长度预分配、每条序列独占一块的做法在服务里行不通（第 4 章）。
 #     3. 把 `int(logits[-1].argmax())` 换成：`temperature == 0` 或 `top_k == 1` 时照旧 argmax；否则 `values, indices = torch.topk(logits[-1] / temperature, top_k)`，`probs = torch.softmax(values, -1)`，`choice = torch.multinomial(probs, 1, generator=gen)`，下一个 token 是 `indices[choice]`。可复现靠一个显式的 `torch.Generator` 并固定种子，而不是全局的 `torch.manual_seed`（后者会被别处的随机数调用打乱）。transformers 的采样用的是另一条随机数序列，逐 token 比较没有意义；要检验分布：`top_k = 1` 时必须与贪心完全相同；对固定的一行 logits 采样几万次，每个 token 的频率应接近截断、重新归一化后的概率，不在 top-k 里的 token 一次都不出现；温度趋近 0 时结果趋近贪心。第 6 章的采样器把这些做成对一整批、每个请求各自参数的版本。
 #
-# ### 判题练习
+# ### 本章的判题练习
 #
-# 第 0 章没有判题练习：`practice/exercises.toml` 里的题从第 1 章开始。想动手的话，从第 1 章的三道题做起（请求的长度记账、批的 positions 与 cu_seqlens、`div_even` 与 KV 头的切分和复制）；前两题只用标准库，在网站左侧的“练习”里就能直接在浏览器中做，也可以在本地判题：
-#
+# 动手写、由评测程序判对错（随机输入，与参考答案逐项比较）；点题目看题面和提示。第 1 题把上面“因果掩码要右下角对齐”那一节单独拿出来：带缓存、GQA 的注意力，要用 torch；第 2 题是 `generate` 的那个 `while` 循环本身，只用标准库，在网站左侧的“练习”里就能直接在浏览器中做：
+
+# %% tags=["remove-input"]
+exercises()
+
+# %% [markdown]
 # ```bash
 # python practice/judge.py list       # 全部练习与进度
 # python practice/judge.py start 1    # 把第 1 题的起始代码拷进工作区
 # python practice/judge.py test 1     # 判题
+# python practice/judge.py hint 1     # 卡住了看提示
 # ```
 
 # %% [markdown]

@@ -515,9 +515,9 @@ exercises()
 
 # %% [markdown]
 # ```bash
-# python practice/judge.py start 1    # 把第 1 题的起始代码拷进工作区
-# python practice/judge.py test 1     # 判题
-# python practice/judge.py hint 1     # 卡住了看提示
+# python practice/judge.py start 3    # 把第 3 题（本章第一道）的起始代码拷进工作区
+# python practice/judge.py test 3     # 判题
+# python practice/judge.py hint 3     # 卡住了看提示
 # ```
 
 # %% [markdown]

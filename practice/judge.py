@@ -195,7 +195,7 @@ class Exercise:
 
     @property
     def name(self) -> str:
-        """文件夹名：001_req_lengths。"""
+        """文件夹名：003_req_lengths。"""
         return f"{self.code}_{self.slug}"
 
     @property
@@ -267,7 +267,7 @@ def load_exercises(manifest: Path = MANIFEST) -> list[Exercise]:
 
 
 def find_exercise(exercises: list[Exercise], arg: str) -> Exercise:
-    """把命令行上的“N”变成一道题：接受 3、003、req_lengths、001_req_lengths。"""
+    """把命令行上的“N”变成一道题：接受 3、003、req_lengths、003_req_lengths。"""
     text = arg.strip()
     if re.fullmatch(r"\d+", text):
         number = int(text)

@@ -17,7 +17,7 @@
 被评测的文件由命令行第一个参数或环境变量 JUDGE_TARGET 指定，所以同一个 test.py 能判
 starter、solution 和学习者工作区里的副本::
 
-    JUDGE_TARGET=practice/001_req_lengths/solution.py python practice/001_req_lengths/test.py
+    JUDGE_TARGET=practice/003_req_lengths/solution.py python practice/003_req_lengths/test.py
 
 judge.py 还会设置 JUDGE_RESULT=某个文件路径：评测结果以 JSON 写到那里，judge.py 据此给出
 通过 / 未通过 / 语法错误 / 运行时崩溃 的结论（超时由 judge.py 自己计时）。单独运行时，结论

@@ -29,7 +29,9 @@ REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 EXERCISES = practice.exercises()
 STDLIB = [ex for ex in EXERCISES if ex.stdlib_only]
-EX2 = next(ex for ex in EXERCISES if ex.number == 2)
+# 真浏览器里做的那道题：“批的 positions 与 cu_seqlens”（只用标准库，starter 是一份有 bug 的实现）。
+# 按 slug 找，编号随清单变。
+SAMPLE = next(ex for ex in EXERCISES if ex.slug == "batch_positions")
 TEST_TIMEOUT = 2  # 秒：页面网址里的 ?timeout=，让死循环那一步快一点
 
 
@@ -66,7 +68,7 @@ def test_page_embeds_the_real_judge_files(ex):
 
 
 def test_pages_without_pyodide_or_without_stdlib():
-    page = practice.exercise_page(EX2, browser=False)
+    page = practice.exercise_page(SAMPLE, browser=False)
     assert "practice-runner" not in page and pyodide.FETCH_HINT in page and "python practice/judge.py" in page
     for ex in EXERCISES:
         if not ex.stdlib_only:  # 要 torch 的题：浏览器里没有，只在本地评测
@@ -115,7 +117,7 @@ def test_no_pyodide_still_builds(tmp_path):
     env = {"MINISGL_CACHE": str(tmp_path / "cache"), "MINISGL_PYODIDE_TARBALL": str(tmp_path / "nope.tgz")}
     proc = build_site(tmp_path / "site", env)
     assert "浏览器里运行练习暂不可用" in proc.stdout + proc.stderr
-    html = (tmp_path / "site" / "practice" / EX2.name / "index.html").read_text(encoding="utf-8")
+    html = (tmp_path / "site" / "practice" / SAMPLE.name / "index.html").read_text(encoding="utf-8")
     assert "python -m minibook.pyodide fetch" in html and "practice-editor" not in html
     assert not (tmp_path / "site" / "assets" / "pyodide").exists()
     assert not list((tmp_path / "cache").glob("pyodide-*"))
@@ -202,14 +204,14 @@ def run_and_wait(page) -> tuple[str, str, float]:
 
 
 def test_judge_in_the_browser(page, site_url, tmp_path):
-    starter = EX2.file("starter.py").read_text(encoding="utf-8")
-    solution = EX2.file("solution.py").read_text(encoding="utf-8")
-    page.goto(f"{site_url}/practice/{EX2.name}/?timeout={TEST_TIMEOUT}")
+    starter = SAMPLE.file("starter.py").read_text(encoding="utf-8")
+    solution = SAMPLE.file("solution.py").read_text(encoding="utf-8")
+    page.goto(f"{site_url}/practice/{SAMPLE.name}/?timeout={TEST_TIMEOUT}")
     editor = page.locator(".practice-editor")
     assert editor.input_value() == starter
 
     # 起始代码：未通过，消息和本地 judge.py 评测同一个文件时一样
-    local = practice.judge().run_test(EX2, EX2.file("starter.py"), timeout=60)
+    local = practice.judge().run_test(SAMPLE, SAMPLE.file("starter.py"), timeout=60)
     kind, text, first = run_and_wait(page)
     assert kind == "failure" and "未通过" in text, text
     assert local.message in text
@@ -232,14 +234,14 @@ def test_judge_in_the_browser(page, site_url, tmp_path):
     print(f"\n首次评测（含加载 Pyodide）{first:.1f} 秒；超时后换新 worker 再评测 {again:.1f} 秒")
 
     page.locator(".practice-verdict").scroll_into_view_if_needed()
-    shot = tmp_path / f"{EX2.name}.png"
+    shot = tmp_path / f"{SAMPLE.name}.png"
     page.screenshot(path=str(shot))
     assert shot.stat().st_size > 10_000
     print(f"截图：{shot}")
 
 
 def test_syntax_error_and_crash_in_the_browser(page, site_url):
-    page.goto(f"{site_url}/practice/{EX2.name}/")
+    page.goto(f"{site_url}/practice/{SAMPLE.name}/")
     editor = page.locator(".practice-editor")
     editor.fill("def extend_lens(spans:\n    pass\n")
     kind, text, _ = run_and_wait(page)
@@ -252,8 +254,8 @@ def test_syntax_error_and_crash_in_the_browser(page, site_url):
 
 
 def test_code_is_kept_and_reset(page, site_url):
-    starter = EX2.file("starter.py").read_text(encoding="utf-8")
-    url = f"{site_url}/practice/{EX2.name}/"
+    starter = SAMPLE.file("starter.py").read_text(encoding="utf-8")
+    url = f"{site_url}/practice/{SAMPLE.name}/"
     page.goto(url)
     editor = page.locator(".practice-editor")
     editor.fill("x = 1\n")

@@ -139,7 +139,11 @@ def progress_of(home: Path) -> dict:
     return json.loads((home / ".progress.json").read_text(encoding="utf-8"))["exercises"]
 
 
-FIRST = EXERCISES[0]  # 第一题只用标准库，评测很快
+FIRST = EXERCISES[0]  # 什么都还没做时，“下一题”就是第 1 题
+# 下面的命令行测试用“请求的长度记账”：只用标准库、评测很快，starter 是 raise NotImplementedError，
+# 几个测试还按它的类名 ReqState 写了坏文件。按 slug 找，编号随清单变。
+CLI = next(ex for ex in EXERCISES if ex.slug == "req_lengths")
+N = str(CLI.number)
 
 
 def test_list_and_bare_invocation(tmp_path):
@@ -153,27 +157,27 @@ def test_list_and_bare_invocation(tmp_path):
     r = run_cli(home=tmp_path)
     assert r.returncode == 0, r.stderr
     assert f"已完成 0/{len(EXERCISES)}" in r.stdout
-    assert f"下一题：{FIRST.label}" in r.stdout and "start 1" in r.stdout
+    assert f"下一题：{FIRST.label}" in r.stdout and f"start {FIRST.number}" in r.stdout
 
 
 def test_start_copies_the_starter_and_refuses_to_overwrite(tmp_path):
-    r = run_cli("start", "1", home=tmp_path)
+    r = run_cli("start", N, home=tmp_path)
     assert r.returncode == 0, r.stderr
-    target = workspace(tmp_path, FIRST)
-    assert target.read_text(encoding="utf-8") == FIRST.file("starter.py").read_text(
+    target = workspace(tmp_path, CLI)
+    assert target.read_text(encoding="utf-8") == CLI.file("starter.py").read_text(
         encoding="utf-8"
     )
     assert target.name in r.stdout
 
     target.write_text("# 我写了一半的代码\n", encoding="utf-8")
-    r = run_cli("start", "1", home=tmp_path)
+    r = run_cli("start", N, home=tmp_path)
     assert r.returncode == 1
     assert "不会覆盖" in r.stdout and "--force" in r.stdout
     assert target.read_text(encoding="utf-8") == "# 我写了一半的代码\n"
 
-    r = run_cli("start", "1", "--force", home=tmp_path)
+    r = run_cli("start", N, "--force", home=tmp_path)
     assert r.returncode == 0, r.stderr
-    assert target.read_text(encoding="utf-8") == FIRST.file("starter.py").read_text(
+    assert target.read_text(encoding="utf-8") == CLI.file("starter.py").read_text(
         encoding="utf-8"
     )
     assert (
@@ -182,22 +186,22 @@ def test_start_copies_the_starter_and_refuses_to_overwrite(tmp_path):
 
 
 def test_test_reports_not_started_then_failed_then_passed_and_records_progress(tmp_path):
-    r = run_cli("test", "1", home=tmp_path)
+    r = run_cli("test", N, home=tmp_path)
     assert r.returncode == 1
-    assert "还没开始" in r.stdout and "start 1" in r.stdout
+    assert "还没开始" in r.stdout and f"start {N}" in r.stdout
     assert not (tmp_path / ".progress.json").exists()
 
-    run_cli("start", "1", home=tmp_path)
-    r = run_cli("test", "1", home=tmp_path)
+    run_cli("start", N, home=tmp_path)
+    r = run_cli("test", N, home=tmp_path)
     assert r.returncode == 1
     assert "未通过" in r.stdout and "NotImplementedError" in r.stdout
-    assert progress_of(tmp_path)[FIRST.slug]["status"] == "failed"
+    assert progress_of(tmp_path)[CLI.slug]["status"] == "failed"
 
-    shutil.copyfile(FIRST.file("solution.py"), workspace(tmp_path, FIRST))
-    r = run_cli("test", "1", home=tmp_path)
+    shutil.copyfile(CLI.file("solution.py"), workspace(tmp_path, CLI))
+    r = run_cli("test", N, home=tmp_path)
     assert r.returncode == 0, r.stdout
     assert "通过" in r.stdout and "未通过" not in r.stdout
-    entry = progress_of(tmp_path)[FIRST.slug]
+    entry = progress_of(tmp_path)[CLI.slug]
     assert entry["status"] == "passed" and entry["attempts"] == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         ".progress.json",
@@ -213,35 +217,35 @@ def test_test_reports_not_started_then_failed_then_passed_and_records_progress(t
 
 
 def test_infinite_loop_is_a_timeout(tmp_path):
-    target = workspace(tmp_path, FIRST)
+    target = workspace(tmp_path, CLI)
     target.parent.mkdir(parents=True)
     target.write_text(
         "class ReqState:\n    def __init__(self, *args):\n        while True:\n            pass\n"
     )
     start = time.monotonic()
-    r = run_cli("test", "1", "--timeout", "3", home=tmp_path)
+    r = run_cli("test", N, "--timeout", "3", home=tmp_path)
     elapsed = time.monotonic() - start
     assert r.returncode == 1
     assert "超时" in r.stdout and "3 秒" in r.stdout
     assert elapsed < 15, f"超时应在 3 秒左右判出，实际用了 {elapsed:.1f} 秒"
-    assert progress_of(tmp_path)[FIRST.slug]["last_verdict"] == "timeout"
+    assert progress_of(tmp_path)[CLI.slug]["last_verdict"] == "timeout"
 
 
 def test_syntax_error_reports_file_and_line(tmp_path):
-    target = workspace(tmp_path, FIRST)
+    target = workspace(tmp_path, CLI)
     target.parent.mkdir(parents=True)
     target.write_text("class ReqState:\n    def __init__(self, a, b, c)\n        pass\n")
-    r = run_cli("test", "1", home=tmp_path)
+    r = run_cli("test", N, home=tmp_path)
     assert r.returncode == 1
     assert "语法错误" in r.stdout and target.name in r.stdout and "第 2 行" in r.stdout
     assert "Traceback" not in r.stdout + r.stderr
 
 
 def test_runtime_crash_shows_the_end_of_the_traceback(tmp_path):
-    target = workspace(tmp_path, FIRST)
+    target = workspace(tmp_path, CLI)
     target.parent.mkdir(parents=True)
     target.write_text("print('调试输出')\nx = [][0]\n")
-    r = run_cli("test", "1", home=tmp_path)
+    r = run_cli("test", N, home=tmp_path)
     assert r.returncode == 1
     assert "运行时崩溃" in r.stdout and "IndexError" in r.stdout and "line 2" in r.stdout
     assert "调试输出" in r.stdout  # 学习者自己打印的东西也给他看
@@ -284,44 +288,44 @@ def test_manifest_entry_without_folder_is_exit_2(tmp_path):
 
 
 def test_hint_reveals_one_more_each_time(tmp_path):
-    _, hints = judge.split_problem(FIRST.file("problem.md").read_text(encoding="utf-8"))
+    _, hints = judge.split_problem(CLI.file("problem.md").read_text(encoding="utf-8"))
     assert len(hints) >= 2
     first, second = hints[0][0], hints[1][0]
 
-    r = run_cli("hint", "1", home=tmp_path)
+    r = run_cli("hint", N, home=tmp_path)
     assert r.returncode == 0
     assert first in r.stdout and second not in r.stdout
     assert f"1/{len(hints)}" in r.stdout
 
-    r = run_cli("hint", "1", home=tmp_path)
+    r = run_cli("hint", N, home=tmp_path)
     assert second in r.stdout and f"2/{len(hints)}" in r.stdout
-    assert progress_of(tmp_path)[FIRST.slug]["hints"] == 2
+    assert progress_of(tmp_path)[CLI.slug]["hints"] == 2
 
     for _ in range(len(hints)):  # 给完之后再要：全部再显示一遍，并指向答案
-        r = run_cli("hint", "1", home=tmp_path)
-    assert "全部给出" in r.stdout and "solution 1" in r.stdout
+        r = run_cli("hint", N, home=tmp_path)
+    assert "全部给出" in r.stdout and f"solution {N}" in r.stdout
 
 
 def test_show_hides_hints(tmp_path):
-    r = run_cli("show", "1", home=tmp_path)
+    r = run_cli("show", N, home=tmp_path)
     assert r.returncode == 0
-    assert FIRST.title in r.stdout
-    _, hints = judge.split_problem(FIRST.file("problem.md").read_text(encoding="utf-8"))
+    assert CLI.title in r.stdout
+    _, hints = judge.split_problem(CLI.file("problem.md").read_text(encoding="utf-8"))
     assert hints[0][1].splitlines()[0] not in r.stdout
 
 
 def test_solution_needs_an_attempt_or_force(tmp_path):
-    solution_text = FIRST.file("solution.py").read_text(encoding="utf-8")
-    r = run_cli("solution", "1", home=tmp_path)
+    solution_text = CLI.file("solution.py").read_text(encoding="utf-8")
+    r = run_cli("solution", N, home=tmp_path)
     assert r.returncode == 1 and "先自己试一次" in r.stdout
     assert solution_text not in r.stdout
 
-    r = run_cli("solution", "1", "--force", home=tmp_path)
+    r = run_cli("solution", N, "--force", home=tmp_path)
     assert r.returncode == 0 and solution_text.rstrip() in r.stdout
 
-    run_cli("start", "1", home=tmp_path)
-    run_cli("test", "1", home=tmp_path)
-    r = run_cli("solution", "1", home=tmp_path)
+    run_cli("start", N, home=tmp_path)
+    run_cli("test", N, home=tmp_path)
+    r = run_cli("solution", N, home=tmp_path)
     assert r.returncode == 0 and solution_text.rstrip() in r.stdout
 
 
@@ -329,11 +333,11 @@ def test_watch_once_tests_the_changed_file(tmp_path):
     r = run_cli("watch", "--once", home=tmp_path)
     assert r.returncode == 0 and "工作区还是空的" in r.stdout
 
-    run_cli("start", "1", home=tmp_path)
-    shutil.copyfile(FIRST.file("solution.py"), workspace(tmp_path, FIRST))
+    run_cli("start", N, home=tmp_path)
+    shutil.copyfile(CLI.file("solution.py"), workspace(tmp_path, CLI))
     r = run_cli("watch", "--once", home=tmp_path)
     assert r.returncode == 0, r.stdout
-    assert "通过" in r.stdout and FIRST.title in r.stdout
+    assert "通过" in r.stdout and CLI.title in r.stdout
 
     r = run_cli("watch", "--once", home=tmp_path)  # 没再改过：不重复评测
     assert "没有新的改动" in r.stdout
@@ -364,8 +368,8 @@ def test_watch_exits_cleanly_on_ctrl_c(tmp_path):
 
 def test_a_broken_progress_file_is_set_aside_not_a_crash(tmp_path):
     (tmp_path / ".progress.json").write_text("{ 这不是 JSON", encoding="utf-8")
-    r = run_cli("hint", "1", home=tmp_path)
+    r = run_cli("hint", N, home=tmp_path)
     assert r.returncode == 0
     assert "读不出来" in r.stderr and "Traceback" not in r.stderr
     assert (tmp_path / ".progress.json.broken").read_text(encoding="utf-8") == "{ 这不是 JSON"
-    assert progress_of(tmp_path)[FIRST.slug]["hints"] == 1
+    assert progress_of(tmp_path)[CLI.slug]["hints"] == 1

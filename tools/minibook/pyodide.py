@@ -152,7 +152,7 @@ def copy_runtime(source: Path, dest: Path) -> int:
 # ---------------------------------------------------------------------------
 # 在 Pyodide 里评测：网页的 worker 执行下面这段代码，得到一个函数 judge_in_browser(job_json)。
 # job = {"root": 目录, "files": {相对路径: 内容}, "test": test.py 的相对路径, "target": 学习者代码的相对路径}
-# 文件按仓库里的样子摆（root/judgekit.py、root/002_batch_positions/test.py、root/workspace/…），
+# 文件按仓库里的样子摆（root/judgekit.py、root/004_batch_positions/test.py、root/workspace/…），
 # 于是 test.py 开头那句 sys.path.insert 照样能找到 judgekit。
 # 它做的事和 practice/judge.py 的 run_test 一样：设置 JUDGE_TARGET / JUDGE_RESULT，
 # 把 test.py 当作 __main__ 运行（结论由 judgekit 判定并写成 JSON），再读回 JSON。

@@ -1,4 +1,4 @@
-"""练习 003 · div_even 与 KV 头的切分和复制 —— 参考答案。"""
+"""练习 005 · div_even 与 KV 头的切分和复制 —— 参考答案。"""
 
 from __future__ import annotations
 

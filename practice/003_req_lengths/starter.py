@@ -1,10 +1,10 @@
-"""练习 001 · 请求的长度记账（第 1 章 核心数据结构）
+"""练习 003 · 请求的长度记账（第 1 章 核心数据结构）
 
 把每个 `raise NotImplementedError` 换成你的实现，然后运行：
 
-    python practice/judge.py test 1
+    python practice/judge.py test 3
 
-题目和提示：practice/001_req_lengths/problem.md（或 `python practice/judge.py hint 1`）。
+题目和提示：practice/003_req_lengths/problem.md（或 `python practice/judge.py hint 3`）。
 """
 
 from __future__ import annotations

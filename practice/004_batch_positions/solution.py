@@ -1,4 +1,4 @@
-"""练习 002 · 批的 positions 与 cu_seqlens —— 参考答案。"""
+"""练习 004 · 批的 positions 与 cu_seqlens —— 参考答案。"""
 
 from __future__ import annotations
 

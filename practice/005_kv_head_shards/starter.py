@@ -1,10 +1,10 @@
-"""练习 003 · div_even 与 KV 头的切分和复制（第 1 章 核心数据结构）
+"""练习 005 · div_even 与 KV 头的切分和复制（第 1 章 核心数据结构）
 
 把每个 `raise NotImplementedError` 换成你的实现，然后运行：
 
-    python practice/judge.py test 3
+    python practice/judge.py test 5
 
-题目和提示：practice/003_kv_head_shards/problem.md（或 `python practice/judge.py hint 3`）。
+题目和提示：practice/005_kv_head_shards/problem.md（或 `python practice/judge.py hint 5`）。
 """
 
 from __future__ import annotations
