@@ -82,10 +82,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _tree_env(tree: Path) -> dict[str, str]:
-    # 树本身在前，书的辅助包 minibook（tools/）在后：没 pip install -e . 也能跑
-    path = os.pathsep.join([str(tree), str(C.REPO / "tools")])
-    return {**os.environ, "PYTHONPATH": path, "PYTHONWARNINGS": "ignore",
-            "TRANSFORMERS_VERBOSITY": "error", "TOKENIZERS_PARALLELISM": "false"}
+    return {**os.environ, **C.tree_env(tree)}
 
 
 @dataclass

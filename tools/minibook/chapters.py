@@ -215,6 +215,16 @@ def unchanged_copies(number: int, chapters: list[Chapter] | None = None) -> list
 # ---------------------------------------------------------------- 构建
 
 
+def tree_env(tree: Path) -> dict[str, str]:
+    """在一章的树里运行代码时要设的环境变量（steps.py 的子进程和 notebook 共用）。
+
+    树本身在 PYTHONPATH 最前，书的辅助包 minibook（tools/）在后：没 pip install -e . 也能跑；
+    库的警告和提示关掉，输出才稳定。
+    """
+    return {"PYTHONPATH": os.pathsep.join([str(tree), str(REPO / "tools")]), "PYTHONWARNINGS": "ignore",
+            "TRANSFORMERS_VERBOSITY": "error", "TOKENIZERS_PARALLELISM": "false"}
+
+
 def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 

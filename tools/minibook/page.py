@@ -29,10 +29,7 @@ def setup(number: int) -> None:
     tree = _chapters.build(ch.number)
     os.chdir(tree)
     sys.path.insert(0, str(tree))
-    os.environ["PYTHONPATH"] = os.pathsep.join([str(tree), str(_chapters.REPO / "tools")])
-    for name in ("TRANSFORMERS_VERBOSITY",):
-        os.environ[name] = "error"
-    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    os.environ.update(_chapters.tree_env(tree))  # run() 启动的子进程也用这一套
     warnings.filterwarnings("ignore")
     _current.update(chapter=ch, tree=tree)  # 不返回路径：克隆的位置不同，输出也不该不同
 
@@ -67,7 +64,7 @@ def run(command: str, timeout: float = 900) -> None:
     """在本章的树里运行一条命令并打印它的输出；失败就抛异常，让 notebook 也失败。"""
     # ipykernel 设了 FORCE_COLOR 等变量，会让 pytest 之类往输出里写颜色码：在这里去掉
     env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "CLICOLOR_FORCE")}
-    env.update(PYTHONWARNINGS="ignore", NO_COLOR="1")
+    env["NO_COLOR"] = "1"
     proc = subprocess.run(command, shell=True, cwd=chapter_dir(), capture_output=True, text=True,
                           timeout=timeout, env=env)
     print(proc.stdout, end="")
