@@ -1,0 +1,47 @@
+"""本进程在张量并行（TP）里的位置：第几个 rank、一共几个。
+
+每个 TP rank 是一个独立的进程（第 16 章），进程启动时登记一次，之后建层、切权重、
+建 KV 池都从这里读，不必层层传参。从来没登记过时当作单卡：DistributedInfo(0, 1)。
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class DistributedInfo:
+    """TP 里的位置：rank 从 0 数起，size 是 rank 总数。"""
+
+    rank: int
+    size: int
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.size, int) and self.size >= 1):
+            raise ValueError(f"TP 的 size 必须是 ≥ 1 的整数，收到 {self.size!r}")
+        if not (isinstance(self.rank, int) and 0 <= self.rank < self.size):
+            raise ValueError(f"TP 的 rank 必须在 [0, {self.size}) 里，收到 {self.rank!r}")
+
+    def is_primary(self) -> bool:
+        """rank 0 负责和外界打交道（打印日志、把结果发回前端）。"""
+        return self.rank == 0
+
+
+_TP_INFO: DistributedInfo | None = None
+
+
+def set_tp_info(rank: int, size: int) -> DistributedInfo:
+    """登记本进程的 TP 位置并返回它。单进程模拟多个 rank 时，可以换着登记。"""
+    global _TP_INFO
+    _TP_INFO = DistributedInfo(rank, size)
+    return _TP_INFO
+
+
+def try_get_tp_info() -> DistributedInfo | None:
+    """登记过就返回，没登记过返回 None。"""
+    return _TP_INFO
+
+
+def get_tp_info() -> DistributedInfo:
+    """本进程的 TP 位置；没登记过就是单卡 DistributedInfo(0, 1)。"""
+    return _TP_INFO if _TP_INFO is not None else DistributedInfo(0, 1)

@@ -1,0 +1,45 @@
+"""RMSNorm：x / sqrt(mean(x²) + eps) * weight。
+
+两点和精度有关：平方、求均值都在 float32 里做（bf16 只有 8 位尾数，直接平方求和误差很大），
+最后再转回输入的 dtype；乘 weight 的时机和 Hugging Face 一致（先转回、再乘），
+这样 float32 下逐位对得上，低精度下也和 HF 一样舍入。
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .base import BaseOP
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    dtype = x.dtype
+    x32 = x.float()
+    x32 = x32 * torch.rsqrt(x32.pow(2).mean(dim=-1, keepdim=True) + eps)
+    return weight * x32.to(dtype)
+
+
+class RMSNorm(BaseOP):
+    """对最后一维做 RMSNorm。Qwen3 的 q_norm / k_norm 也是它，只是作用在每个头上。"""
+
+    def __init__(self, size: int, eps: float) -> None:
+        self.eps = eps
+        self.weight = torch.empty(size)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return rms_norm(x, self.weight, self.eps)
+
+
+class RMSNormFused(RMSNorm):
+    """带残差相加的 RMSNorm：一个解码层里"加残差、再归一化"总是成对出现。
+
+    forward(x, residual) 返回 (norm(x + residual), x + residual)；第一次调用 residual=None，
+    残差就是 x 本身。把加法并进来，一层少一次读写整个隐状态（GPU 上由融合内核完成）。
+    """
+
+    def forward(  # type: ignore[override]
+        self, x: torch.Tensor, residual: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        if residual is not None:
+            x = x + residual
+        return rms_norm(x, self.weight, self.eps), x

@@ -1,0 +1,67 @@
+"""ModelConfig：从 Hugging Face 的 config.json 里挑出引擎需要的那几个数。
+
+config.json 里字段很多、不同模型写法不一（有的没有 head_dim，有的 KV 头数缺省等于 query 头数）。
+在这里统一成一份扁平的、名字固定的配置，模型、KV 池、TP 切分都只读它。
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    architecture: str  # 例如 "LlamaForCausalLM"、"Qwen3ForCausalLM"，决定用哪个模型类
+    num_layers: int
+    hidden_size: int
+    intermediate_size: int
+    num_qo_heads: int
+    num_kv_heads: int
+    head_dim: int
+    vocab_size: int
+    rms_norm_eps: float
+    rope_theta: float
+    max_position_embeddings: int
+    tie_word_embeddings: bool
+    attention_bias: bool = False  # q/k/v 投影带不带 bias（Qwen2 带，Llama/Qwen3 不带）
+
+    @classmethod
+    def from_hf(cls, hf: dict[str, Any]) -> ModelConfig:
+        """从 config.json 解析出的字典构造。缺少必需字段时说清楚缺哪个。"""
+        try:
+            architecture = hf["architectures"][0]
+            num_heads = hf["num_attention_heads"]
+            config = cls(
+                architecture=architecture,
+                num_layers=hf["num_hidden_layers"],
+                hidden_size=hf["hidden_size"],
+                intermediate_size=hf["intermediate_size"],
+                num_qo_heads=num_heads,
+                num_kv_heads=hf.get("num_key_value_heads") or num_heads,  # 缺省：没有 GQA
+                head_dim=hf.get("head_dim") or hf["hidden_size"] // num_heads,
+                vocab_size=hf["vocab_size"],
+                rms_norm_eps=hf["rms_norm_eps"],
+                rope_theta=hf.get("rope_theta", 10000.0),
+                max_position_embeddings=hf["max_position_embeddings"],
+                tie_word_embeddings=hf.get("tie_word_embeddings", False),
+                attention_bias=hf.get("attention_bias", False),
+            )
+        except (KeyError, IndexError, TypeError) as e:
+            raise ValueError(f"config.json 缺少必需的字段：{e}") from None
+        scaling = hf.get("rope_scaling")
+        if scaling and scaling.get("rope_type", scaling.get("type")) not in (None, "default"):
+            raise ValueError(f"暂不支持 rope_scaling={scaling}：本书只实现标准 RoPE")
+        return config
+
+    @classmethod
+    def from_json(cls, path: str | Path) -> ModelConfig:
+        """path 可以是 config.json 本身，也可以是模型目录。"""
+        path = Path(path)
+        if path.is_dir():
+            path = path / "config.json"
+        if not path.is_file():
+            raise FileNotFoundError(f"找不到模型配置 {path}")
+        return cls.from_hf(json.loads(path.read_text(encoding="utf-8")))

@@ -1,0 +1,114 @@
+"""流式加载 safetensors 权重：读一个张量、切出本 rank 的那一份、合并、交出去，再读下一个。
+
+不先把整个文件读进内存：Qwen3-0.6B 的权重有 1.2 GB（bf16），TP=8 时每个 rank 只需要八分之一，
+把完整权重先读进每个进程既慢又浪费。safetensors 可以按名字单独读一个张量（内存映射），
+所以每个 rank 只在手里短暂地拿着一个完整张量。
+
+两个步骤的顺序有讲究：**先切、再合并**。q/k/v 按头切，切完每个 rank 把自己的 q、k、v 三段
+拼成 qkv_proj；若先合并再切，切出来的就是"一部分 q 头 + 另一部分 k 头"的错位组合。
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+import torch
+from safetensors import safe_open
+
+from minisgl.distributed import DistributedInfo, get_tp_info
+from minisgl.utils import div_ceil, div_even
+
+from .config import ModelConfig
+
+# 合并规则：HF 的几个投影 → 我们的一个层，按列表顺序拼接
+_MERGED = {
+    "q_proj": ("qkv_proj", 0), "k_proj": ("qkv_proj", 1), "v_proj": ("qkv_proj", 2),
+    "gate_proj": ("gate_up_proj", 0), "up_proj": ("gate_up_proj", 1),
+}
+_GROUP_SIZE = {"qkv_proj": 3, "gate_up_proj": 2}
+
+_SPLIT_ROWS = ("q_proj", "gate_proj", "up_proj")  # 列并行：按输出维（第 0 维）切
+_SPLIT_KV = ("k_proj", "v_proj")  # 按 KV 头切，头不够分时复制
+_SPLIT_COLS = ("o_proj", "down_proj")  # 行并行：按输入维（第 1 维）切
+_SPLIT_VOCAB = ("embed_tokens", "lm_head")  # 按词表切，不整除时补零行
+
+
+def _module_name(key: str) -> str:
+    """"model.layers.0.self_attn.q_proj.weight" → "q_proj"。"""
+    parts = key.split(".")
+    return parts[-2] if len(parts) >= 2 else key
+
+
+def shard_tensor(
+    key: str, value: torch.Tensor, rank: int, size: int, num_kv_heads: int
+) -> torch.Tensor:
+    """从完整张量 value 里取出第 rank 个（共 size 个）rank 该存的那一份。规则由权重名决定。"""
+    module = _module_name(key)
+    if size == 1:
+        return value
+    if module in _SPLIT_ROWS:
+        _check(key, value.shape[0], size)
+        return value.chunk(size, dim=0)[rank].contiguous()
+    if module in _SPLIT_KV:
+        head_dim = value.shape[0] // num_kv_heads
+        local = div_even(num_kv_heads, size, allow_replicate=True)
+        if num_kv_heads >= size:
+            first = rank * local
+        else:  # 复制：连续 size // num_kv_heads 个 rank 共用一个头
+            first = rank // (size // num_kv_heads)
+        return value[first * head_dim : (first + local) * head_dim].contiguous()
+    if module in _SPLIT_COLS and value.dim() == 2:
+        _check(key, value.shape[1], size)
+        return value.chunk(size, dim=1)[rank].contiguous()
+    if module in _SPLIT_VOCAB:
+        rows = div_ceil(value.shape[0], size)
+        piece = value[rank * rows : (rank + 1) * rows]
+        if piece.shape[0] < rows:  # 最后一个 rank：补零行，和其他 rank 一样高
+            pad = value.new_zeros(rows - piece.shape[0], *value.shape[1:])
+            piece = torch.cat([piece, pad], dim=0)
+        return piece.contiguous()
+    return value  # 归一化层的权重、行并行层的 bias 等：每个 rank 都存完整的一份
+
+
+def _check(key: str, n: int, size: int) -> None:
+    if n % size != 0:
+        raise ValueError(f"权重 {key} 的第 0/1 维大小 {n} 不能被 TP 数 {size} 整除")
+
+
+def load_weight(
+    model_path: str | Path,
+    config: ModelConfig,
+    *,
+    tp_info: DistributedInfo | None = None,
+    device: torch.device | str = "cpu",
+    dtype: torch.dtype = torch.float32,
+) -> Iterator[tuple[str, torch.Tensor]]:
+    """逐个产出 (我们的权重名, 本 rank 的张量)，已切分、已合并、已转好 dtype 和设备。"""
+    tp = tp_info or get_tp_info()
+    files = sorted(Path(model_path).glob("*.safetensors"))
+    if not files:
+        raise FileNotFoundError(f"{model_path} 里没有 .safetensors 权重文件")
+    pending: dict[str, dict[int, torch.Tensor]] = {}  # 合并到一半的组：组名 → {序号: 张量}
+    for file in files:
+        with safe_open(str(file), framework="pt", device="cpu") as f:
+            for key in f.keys():
+                if key == "lm_head.weight" and config.tie_word_embeddings:
+                    continue  # 共享嵌入：LM head 直接用 embed_tokens，文件里这一份是多余的
+                if "rotary_emb" in key:
+                    continue  # 有些导出会带上 RoPE 的缓存表，我们自己算
+                tensor = shard_tensor(key, f.get_tensor(key), tp.rank, tp.size, config.num_kv_heads)
+                tensor = tensor.to(device=device, dtype=dtype)
+                module = _module_name(key)
+                if module not in _MERGED:
+                    yield key, tensor
+                    continue
+                merged, index = _MERGED[module]
+                group = key.replace(f".{module}.", f".{merged}.")
+                parts = pending.setdefault(group, {})
+                parts[index] = tensor
+                if len(parts) == _GROUP_SIZE[merged]:  # 凑齐了：按 q,k,v / gate,up 的顺序拼
+                    del pending[group]
+                    yield group, torch.cat([parts[i] for i in range(len(parts))], dim=0)
+    if pending:
+        raise ValueError(f"这些权重没有凑齐，无法合并：{'、'.join(sorted(pending))}")
