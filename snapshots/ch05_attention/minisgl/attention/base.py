@@ -1,0 +1,44 @@
+"""注意力后端的接口。
+
+模型里的注意力层（第 2 章 AttentionLayer）只做"每个 token 自己能完成"的事：切 q/k/v、
+归一化、RoPE。真正的 softmax(QKᵀ/√d)·V 交给注意力后端，因为它要：
+
+- 把这一步新算出的 K/V 写进 KV 池（槽位是 batch.out_loc）；
+- 按页表取回每个请求全部的 K/V（缓存的前缀 + 这一步的），各请求长度不同；
+- 知道每个 query 能看见哪些 key（因果掩码）。
+
+这些信息对一个批次的所有层都一样，所以分两步：前向之前调用一次 prepare_metadata(batch)，
+把算好的东西放进 batch.attn_metadata；每一层的 forward 直接用。第 17 章更快的后端
+实现同一个接口，模型代码一行都不用改。
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+
+if TYPE_CHECKING:
+    from minisgl.core import Batch
+
+
+@dataclass
+class BaseAttnMetadata:
+    """一个批次的注意力元数据。每个后端继承它，加上自己需要的字段。"""
+
+
+class BaseAttnBackend(ABC):
+    @abstractmethod
+    def prepare_metadata(self, batch: Batch) -> None:
+        """前向之前调用一次：算好这一批所有层共用的东西，写进 batch.attn_metadata。"""
+
+    @abstractmethod
+    def forward(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer_id: int, batch: Batch
+    ) -> torch.Tensor:
+        """q: [T, hq, d]，k/v: [T, hkv, d]，T 是这一步全部请求的 token 数（按 padded_reqs 顺序拼接）。
+
+        先把 k/v 存进第 layer_id 层的 KV 池，再做注意力；返回 [T, hq, d]，顺序与 q 相同。
+        """

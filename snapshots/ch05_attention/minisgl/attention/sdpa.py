@@ -1,0 +1,157 @@
+"""参考注意力后端：按页表取回 K/V，交给 torch 的 scaled_dot_product_attention（SDPA）。
+
+它追求"一眼看得出是对的"，不追求快（更快的后端见第 17 章）。三件事要做对：
+
+1. 变长批次：一批里各请求的 query 数、key 数都不同。prefill 逐个请求算；decode 时每个
+   请求只有 1 个 query，补齐成一个矩形批次一次算完，补出来的 key 用 key_mask 遮掉。
+2. 因果掩码要右下对齐：请求有 n_k 个 key、这一步有 n_q 个 query 时，第 i 个 query 的位置是
+   n_k - n_q + i，它能看见位置 ≤ 它的全部 key。``is_causal=True`` 是左上对齐的
+   （第 i 个 query 只看前 i+1 个 key），只在 n_q == n_k 时才对；有缓存前缀时就错了。
+3. GQA：hq 个 q 头共用 hkv 个 KV 头，第 j 个 q 头用第 j // (hq / hkv) 个 KV 头。
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+import torch.nn.functional as F
+
+from minisgl.kvcache import BaseKVCachePool
+
+from .base import BaseAttnBackend, BaseAttnMetadata
+
+if TYPE_CHECKING:
+    from minisgl.core import Batch
+
+
+def causal_mask_bottom_right(
+    num_q: int, num_k: int, device: torch.device | str | None = None
+) -> torch.Tensor:
+    """[num_q, num_k] 的布尔掩码，True 表示能看见。
+
+    query 是序列的最后 num_q 个 token：第 i 个 query 的位置是 num_k - num_q + i，
+    它能看见位置 0..num_k - num_q + i 的 key。num_q == num_k 时就是普通的下三角。
+    """
+    if not 0 <= num_q <= num_k:
+        raise ValueError(f"因果掩码要求 0 ≤ query 数 ≤ key 数，收到 {num_q} 和 {num_k}")
+    q_pos = torch.arange(num_k - num_q, num_k, device=device)
+    k_pos = torch.arange(num_k, device=device)
+    return k_pos[None, :] <= q_pos[:, None]
+
+
+@dataclass
+class SDPAAttnMetadata(BaseAttnMetadata):
+    """一个批次的注意力元数据，按 batch.padded_reqs 的顺序，每个请求一项。"""
+
+    seq_lens_q: list[int]  # 这一步每个请求的 query 数（extend_len）
+    seq_lens_k: list[int]  # 每个请求的 key 数（device_len）：缓存的前缀 + 这一步的 token
+    cu_seqlens_q: torch.Tensor  # [B + 1] int32，第 i 个请求的 query 是 q[cu[i]:cu[i+1]]
+    kv_indices: torch.Tensor  # [B, max_k] 每个 key 在 KV 池里的槽位，从页表里取出
+    key_mask: torch.Tensor  # [B, max_k] bool，True 是真实的 key，False 是补齐的
+    single_query: bool  # 每个请求都只有 1 个 query（decode）：整批一次算完
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(self.seq_lens_q)
+
+
+def repeat_kv_heads(x: torch.Tensor, num_q_heads: int) -> torch.Tensor:
+    """GQA：把 [B, hkv, n, d] 的每个 KV 头重复 hq / hkv 次，得到 [B, hq, n, d]。
+
+    repeat_interleave 让相邻的 q 头共用一个 KV 头：q 头 j 对应 KV 头 j // (hq / hkv)，
+    与 Hugging Face 的 repeat_kv 相同，也与 TP 按头切分的方式一致。
+    """
+    num_kv_heads = x.shape[1]
+    if num_q_heads % num_kv_heads != 0:
+        raise ValueError(f"q 头数 {num_q_heads} 必须是 KV 头数 {num_kv_heads} 的整数倍")
+    group = num_q_heads // num_kv_heads
+    return x if group == 1 else x.repeat_interleave(group, dim=1)
+
+
+class SDPAAttnBackend(BaseAttnBackend):
+    """在 CPU 和 GPU 上都能跑的参考后端。"""
+
+    def __init__(self, kvcache: BaseKVCachePool, page_table: torch.Tensor) -> None:
+        self.kvcache = kvcache
+        self.page_table = page_table
+
+    def prepare_metadata(self, batch: Batch) -> None:
+        reqs = batch.padded_reqs
+        device = self.page_table.device
+        seq_lens_q = [req.extend_len for req in reqs]
+        seq_lens_k = [req.device_len for req in reqs]
+        cu = [0]
+        for n in seq_lens_q:
+            cu.append(cu[-1] + n)
+
+        # 从页表一次取出所有请求 key 的槽位，补齐成 [B, max_k]。补出来的位置重复这个请求
+        # 最后一个 key 的槽位：那里一定写过（这一步刚存进去），读到的不会是未初始化的 nan，
+        # 再由 key_mask 遮掉。补成任意槽位都不行：nan 乘以 0 还是 nan。
+        lens_k = torch.tensor(seq_lens_k, device=device)
+        rows = torch.tensor([req.table_idx for req in reqs], device=device)
+        pos = torch.arange(max(seq_lens_k), device=device)
+        key_mask = pos[None, :] < lens_k[:, None]
+        clamped = torch.minimum(pos[None, :], lens_k[:, None] - 1)
+        kv_indices = self.page_table[rows[:, None], clamped]
+
+        batch.attn_metadata = SDPAAttnMetadata(
+            seq_lens_q=seq_lens_q,
+            seq_lens_k=seq_lens_k,
+            cu_seqlens_q=torch.tensor(cu, dtype=torch.int32, device=device),
+            kv_indices=kv_indices,
+            key_mask=key_mask,
+            single_query=all(n == 1 for n in seq_lens_q),
+        )
+
+    def forward(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer_id: int, batch: Batch
+    ) -> torch.Tensor:
+        meta: SDPAAttnMetadata = batch.attn_metadata
+        if q.shape[0] != meta.num_tokens:
+            raise ValueError(
+                f"q 有 {q.shape[0]} 个 token，但元数据里这一批是 {meta.num_tokens} 个："
+                "prepare_metadata 之后批次又变了吗？"
+            )
+        # 先存后算：这一步的 token 也是自己（和后面 token）的 key
+        self.kvcache.store_kv(k, v, batch.out_loc, layer_id)
+        k_cache, v_cache = self.kvcache.k_cache(layer_id), self.kvcache.v_cache(layer_id)
+        if meta.single_query:
+            return self._forward_single_query(q, k_cache, v_cache, meta)
+        return self._forward_per_request(q, k_cache, v_cache, meta)
+
+    def _forward_per_request(self, q, k_cache, v_cache, meta: SDPAAttnMetadata) -> torch.Tensor:
+        """prefill：各请求长度不同，逐个请求算，结果按原顺序拼回去。"""
+        outputs = []
+        start = 0
+        for i, (num_q, num_k) in enumerate(zip(meta.seq_lens_q, meta.seq_lens_k)):
+            slots = meta.kv_indices[i, :num_k]
+            # [n, heads, d] → [1, heads, n, d]：SDPA 要的是 (batch, heads, 序列, d)
+            qi = q[start: start + num_q].transpose(0, 1)[None]
+            ki = k_cache[slots].transpose(0, 1)[None]
+            vi = v_cache[slots].transpose(0, 1)[None]
+            mask = causal_mask_bottom_right(num_q, num_k, device=q.device)
+            out = self._sdpa(qi, ki, vi, mask)  # [1, hq, num_q, d]
+            outputs.append(out[0].transpose(0, 1))
+            start += num_q
+        return torch.cat(outputs)
+
+    def _forward_single_query(self, q, k_cache, v_cache, meta: SDPAAttnMetadata) -> torch.Tensor:
+        """decode：每个请求 1 个 query，它是序列的最后一个 token，能看见全部真实的 key。
+
+        所以不需要因果掩码，只需要遮掉补齐的 key。整批一次 SDPA。
+        """
+        qb = q[:, :, None, :]  # [B, hq, 1, d]
+        kb = k_cache[meta.kv_indices].transpose(1, 2)  # [B, max_k, hkv, d] → [B, hkv, max_k, d]
+        vb = v_cache[meta.kv_indices].transpose(1, 2)
+        mask = meta.key_mask[:, None, None, :]  # [B, 1, 1, max_k]，对所有头、那 1 个 query 广播
+        return self._sdpa(qb, kb, vb, mask)[:, :, 0, :]
+
+    @staticmethod
+    def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor):
+        """q: [B, hq, n_q, d]，k/v: [B, hkv, n_k, d]，mask 可广播到 [B, hq, n_q, n_k]。"""
+        k = repeat_kv_heads(k, q.shape[1])
+        v = repeat_kv_heads(v, q.shape[1])
+        scale = q.shape[-1] ** -0.5  # 写明缩放，不依赖默认值
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
