@@ -219,6 +219,7 @@ def check_bad_arguments(mod) -> None:
 def run(mod: object) -> None:
     require(mod, "store_kv")
     require(mod, "gather_kv")
+    torch.set_num_threads(1)  # 张量都很小，多线程帮不上忙；几个评测同时跑时反而慢很多
 
     check_example(mod)
     rng = random.Random(SEED)
