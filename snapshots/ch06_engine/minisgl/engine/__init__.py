@@ -1,0 +1,7 @@
+"""Engine：一次前向加采样。调度器（第 7 章）在它之上决定每一步算哪些请求。"""
+
+from .config import EngineConfig
+from .engine import Engine, ForwardOutput
+from .sample import BatchSamplingArgs, Sampler
+
+__all__ = ["BatchSamplingArgs", "Engine", "EngineConfig", "ForwardOutput", "Sampler"]

@@ -1,0 +1,141 @@
+"""Engine：把模型、KV 池、页表、注意力后端、采样器装配在一起，一次算一批。
+
+Engine 只管"算"：给它一个准备好的 Batch（input_ids、positions、out_loc 已填好，
+注意力元数据已准备好），它做一次前向、采样出每个请求的下一个 token。
+哪些请求进这一批、它们的 K/V 放在池子的哪里，是调度器（第 7 章起）的事。
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+
+from minisgl.attention import BaseAttnBackend, create_attention_backend
+from minisgl.core import Batch, Context, set_global_ctx
+from minisgl.distributed import destroy_distributed, set_tp_info
+from minisgl.kvcache import BaseKVCachePool, PageAllocator, create_kvcache_pool
+from minisgl.models import BaseLLMModel, create_model, load_weight
+from minisgl.utils import device_of, div_even, init_logger, is_cuda, torch_dtype
+
+from .config import EngineConfig
+from .sample import BatchSamplingArgs, Sampler
+
+logger = init_logger(__name__)
+
+
+@dataclass
+class ForwardOutput:
+    next_tokens: torch.Tensor  # int32 [批大小]，在设备上
+    next_tokens_cpu: torch.Tensor  # 同一批 token 拷到 CPU 上的副本，调度器用它更新请求
+    copy_done: torch.cuda.Event | None = None  # GPU 上拷贝是异步的：等这个事件完成再读 CPU 副本
+
+
+class Engine:
+    def __init__(self, config: EngineConfig) -> None:
+        self.config = config
+        tp = config.tp_info
+        set_tp_info(tp.rank, tp.size)  # 之后建层、切权重、建 KV 池都按这个 rank 来
+        self.device = torch.device(config.device) if config.device else device_of(tp.rank)
+        if tp.size > 1:
+            self._init_distributed()
+        self.model_config = config.model_config
+        self.ctx = Context(page_size=config.page_size)
+        set_global_ctx(self.ctx)
+
+        self.model = self._load_model()
+        self.num_pages = self._decide_num_pages()
+        self.kv_cache: BaseKVCachePool = create_kvcache_pool(
+            self.model_config, self.num_pages, config.page_size, config.dtype, self.device
+        )
+        # 页表：一行一个请求，第 j 列是这个请求第 j 个 token 的 K/V 在池中的槽位。
+        # 多出的最后一行留给第 18 章图捕获时补齐批大小用的占位请求。
+        self.page_table = torch.zeros(
+            (config.max_running_req + 1, config.max_seq_len), dtype=torch.int32, device=self.device
+        )
+        self.page_allocator = PageAllocator(self.num_pages, config.page_size, self.device)
+        self.attn_backend: BaseAttnBackend = create_attention_backend(
+            config.attention_backend, self.kv_cache, self.page_table
+        )
+        self.ctx.kv_cache, self.ctx.page_table = self.kv_cache, self.page_table
+        self.ctx.attn_backend = self.attn_backend
+        self.sampler = Sampler(self.device, self.model_config.vocab_size, seed=config.seed)
+
+    def _load_model(self) -> BaseLLMModel:
+        # 先在 meta 设备上搭架子：形状都有，内存一字节不占；再用流式加载的真权重逐个替换
+        with torch.device("meta"), torch_dtype(self.config.dtype):
+            model = create_model(self.model_config)
+        weights = load_weight(
+            self.config.model_path, self.model_config,
+            tp_info=self.config.tp_info, device=self.device, dtype=self.config.dtype,
+        )
+        model.load_state_dict(dict(weights))
+        return model
+
+    def kv_bytes_per_page(self) -> int:
+        """一页 KV 在本 rank 上占多少字节：K 和 V × 层数 × 本地 KV 头 × head_dim × page_size。"""
+        c = self.model_config
+        local_kv = div_even(c.num_kv_heads, self.config.tp_info.size, allow_replicate=True)
+        itemsize = torch.empty(0, dtype=self.config.dtype).element_size()
+        return 2 * c.num_layers * local_kv * c.head_dim * itemsize * self.config.page_size
+
+    def _decide_num_pages(self) -> int:
+        if self.config.num_page_override is not None:
+            return self.config.num_page_override
+        budget = int(_free_memory(self.device) * self.config.memory_ratio)
+        # 池子再大也用不满页表：所有行都写满时需要的页数就是上限
+        cap = self.config.max_running_req * -(-self.config.max_seq_len // self.config.page_size)
+        num_pages = min(budget // self.kv_bytes_per_page(), cap)
+        if num_pages < 1:
+            raise RuntimeError(
+                f"内存不够放下哪怕一页 KV：可用预算 {budget} 字节，一页要 {self.kv_bytes_per_page()} 字节"
+            )
+        logger.debug_rank0("KV 池：%d 页 × %d token/页（预算 %.2f GiB）",
+                    num_pages, self.config.page_size, budget / 2**30)
+        return num_pages
+
+    def forward_batch(self, batch: Batch, args: BatchSamplingArgs) -> ForwardOutput:
+        """一次前向加采样。batch 必须已经准备好（见本章 main 里的 prepare_batch）。"""
+        with self.ctx.forward_batch(batch), torch.inference_mode():
+            logits = self.model.forward()
+            next_tokens = self.sampler.sample(logits[: batch.size], args)  # 补齐的占位行不采样
+        if is_cuda(self.device):
+            next_tokens_cpu = next_tokens.to("cpu", non_blocking=True)
+            copy_done = torch.cuda.Event()
+            copy_done.record()
+            return ForwardOutput(next_tokens, next_tokens_cpu, copy_done)
+        return ForwardOutput(next_tokens, next_tokens)
+
+    def _init_distributed(self) -> None:
+        """TP>1：每个 rank 一个进程，经 torch.distributed 连成一组（第 16 章展开讲）。"""
+        import torch.distributed as dist
+
+        tp = self.config.tp_info
+        backend = "nccl" if is_cuda(self.device) else "gloo"
+        dist.init_process_group(
+            backend=backend, init_method=f"tcp://127.0.0.1:{self.config.distributed_port}",
+            rank=tp.rank, world_size=tp.size,
+        )
+
+    def shutdown(self) -> None:
+        """释放全局状态：全局上下文、TP 登记、进程组。之后这个 Engine 不能再用。"""
+        set_global_ctx(None)
+        set_tp_info(0, 1)
+        destroy_distributed()
+
+
+def _free_memory(device: torch.device) -> int:
+    """设备上还能用的内存（字节）。GPU 问驱动；CPU 读 /proc/meminfo 的 MemAvailable。"""
+    if is_cuda(device):
+        free, _ = torch.cuda.mem_get_info(device)
+        return free
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    # 没有 /proc/meminfo（例如 macOS）：退而用总内存估计
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
