@@ -140,7 +140,12 @@ def check_one(shard_tensor, key: str, value: torch.Tensor, size: int, num_kv_hea
             f"shard_tensor({key!r}, value{tuple(value.shape)} {value.dtype}, rank={rank}, "
             f"size={size}, num_kv_heads={num_kv_heads})"
         )
-        got = shard_tensor(key, value, rank, size, num_kv_heads)
+        try:
+            got = shard_tensor(key, value, rank, size, num_kv_heads)
+        except ValueError as e:
+            raise CheckFailed(
+                f"{call} 应该切得开（规则：{RULE_TEXT[rule]}），你的代码却抛了 ValueError：{e}"
+            ) from None
         want = ref_shard(key, value, rank, size, num_kv_heads)
         try:
             check_tensor(got, f"{call} 的返回值", shape=tuple(want.shape), dtype=value.dtype)
