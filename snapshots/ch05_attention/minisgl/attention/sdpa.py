@@ -129,8 +129,8 @@ class SDPAAttnBackend(BaseAttnBackend):
             slots = meta.kv_indices[i, :num_k]
             # [n, heads, d] → [1, heads, n, d]：SDPA 要的是 (batch, heads, 序列, d)
             qi = q[start: start + num_q].transpose(0, 1)[None]
-            ki = k_cache[slots].transpose(0, 1)[None]
-            vi = v_cache[slots].transpose(0, 1)[None]
+            ki = k_cache.index_select(0, slots).transpose(0, 1)[None]
+            vi = v_cache.index_select(0, slots).transpose(0, 1)[None]
             mask = causal_mask_bottom_right(num_q, num_k, device=q.device)
             out = self._sdpa(qi, ki, vi, mask)  # [1, hq, num_q, d]
             outputs.append(out[0].transpose(0, 1))
@@ -143,8 +143,12 @@ class SDPAAttnBackend(BaseAttnBackend):
         所以不需要因果掩码，只需要遮掉补齐的 key。整批一次 SDPA。
         """
         qb = q[:, :, None, :]  # [B, hq, 1, d]
-        kb = k_cache[meta.kv_indices].transpose(1, 2)  # [B, max_k, hkv, d] → [B, hkv, max_k, d]
-        vb = v_cache[meta.kv_indices].transpose(1, 2)
+        # index_select 按一维下标取行，比拿 int32 张量做高级索引快得多（CPU 上差几倍）
+        batch_size, max_k = meta.kv_indices.shape
+        flat = meta.kv_indices.flatten()
+        kb = k_cache.index_select(0, flat).view(batch_size, max_k, *k_cache.shape[1:])
+        vb = v_cache.index_select(0, flat).view(batch_size, max_k, *v_cache.shape[1:])
+        kb, vb = kb.transpose(1, 2), vb.transpose(1, 2)  # [B, max_k, hkv, d] → [B, hkv, max_k, d]
         mask = meta.key_mask[:, None, None, :]  # [B, 1, 1, max_k]，对所有头、那 1 个 query 广播
         return self._sdpa(qb, kb, vb, mask)[:, :, 0, :]
 
