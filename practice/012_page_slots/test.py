@@ -10,8 +10,18 @@ import random
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # 找到 practice/judgekit.py
-from judgekit import check, check_equal, check_int_list, check_raises, main, require, short
+sys.path.insert(
+    0, str(Path(__file__).resolve().parent.parent)
+)  # 找到 practice/judgekit.py
+from judgekit import (
+    check,
+    check_equal,
+    check_int_list,
+    check_raises,
+    main,
+    require,
+    short,
+)
 
 SEED = 4096
 EMPTY = -1  # 页表里还没填过的位置
@@ -31,7 +41,10 @@ class RefAllocator:
         self.length: dict[int, int] = {}  # row -> 已经分配到的位置数
 
     def slot(self, row: int, pos: int) -> int:
-        return self.pages[row][pos // self.page_size] * self.page_size + pos % self.page_size
+        return (
+            self.pages[row][pos // self.page_size] * self.page_size
+            + pos % self.page_size
+        )
 
     def pages_needed(self, row: int, end: int) -> int:
         have = len(self.pages.get(row, []))
@@ -63,7 +76,9 @@ def call_text(row: int, start: int, end: int, page_size: int) -> str:
     return f"alloc_slots(table, row={row}, start={start}, end={end}, free_pages, page_size={page_size})"
 
 
-def check_alloc(mod, ref: RefAllocator, table, free_pages, row: int, end: int, context: str):
+def check_alloc(
+    mod, ref: RefAllocator, table, free_pages, row: int, end: int, context: str
+):
     page_size = ref.page_size
     start = ref.length.get(row, 0)
     call = call_text(row, start, end, page_size)
@@ -86,7 +101,10 @@ def check_alloc(mod, ref: RefAllocator, table, free_pages, row: int, end: int, c
             what=f"{call}（需要 {need} 页新的，空闲页只剩 {len(before_free)} 页）",
         )
         check_equal(
-            free_pages, before_free, f"空闲页不够、报错之后的 free_pages（应该原样不动）", call
+            free_pages,
+            before_free,
+            "空闲页不够、报错之后的 free_pages（应该原样不动）",
+            call,
         )
         for r in range(len(table)):
             check_equal(
@@ -114,7 +132,9 @@ def check_alloc(mod, ref: RefAllocator, table, free_pages, row: int, end: int, c
                 f"{call} 的返回值不对：位置 {pos} 的槽位应该是 {want[i]}，你的是 {got[i]}。\n"
                 f"  {why}\n  {where}\n  应该返回：{short(want)}\n  你返回的：{short(got)}",
             )
-    check_equal(table[row][start:end], want, f"{call} 之后的 table[{row}][{start}:{end}]", where)
+    check_equal(
+        table[row][start:end], want, f"{call} 之后的 table[{row}][{start}:{end}]", where
+    )
     check_equal(
         table[row][:start],
         before_table[row][:start],
@@ -129,13 +149,20 @@ def check_alloc(mod, ref: RefAllocator, table, free_pages, row: int, end: int, c
     )
     for r in range(len(table)):
         if r != row:
-            check_equal(table[r], before_table[r], f"{call} 之后页表的第 {r} 行（别的行不该动）")
+            check_equal(
+                table[r], before_table[r], f"{call} 之后页表的第 {r} 行（别的行不该动）"
+            )
     check_equal(
-        free_pages, ref.free, f"{call} 之后的 free_pages（新页从最前面取，原地删掉）", where
+        free_pages,
+        ref.free,
+        f"{call} 之后的 free_pages（新页从最前面取，原地删掉）",
+        where,
     )
 
 
-def check_free(mod, ref: RefAllocator, table, free_pages, row: int, context: str) -> None:
+def check_free(
+    mod, ref: RefAllocator, table, free_pages, row: int, context: str
+) -> None:
     length = ref.length[row]
     call = f"free_row(table, row={row}, length={length}, free_pages, page_size={ref.page_size})"
     before = list(free_pages)
@@ -154,7 +181,9 @@ def check_invariants(ref: RefAllocator, table, context: str) -> None:
     owner: dict[int, int] = {}
     for row, length in ref.length.items():
         want = [ref.slot(row, pos) for pos in range(length)]
-        check_equal(table[row][:length], want, f"页表第 {row} 行的前 {length} 个位置", context)
+        check_equal(
+            table[row][:length], want, f"页表第 {row} 行的前 {length} 个位置", context
+        )
         for slot in table[row][:length]:
             check(
                 slot not in owner,
@@ -175,7 +204,12 @@ def check_example(mod) -> None:
     table = [[EMPTY] * 16]
     free_pages = [7, 2, 5]
     context = "题目里的例子：page_size=4，free_pages=[7, 2, 5]"
-    steps = [(0, 6, [28, 29, 30, 31, 8, 9], [5]), (6, 7, [10], [5]), (7, 8, [11], [5]), (8, 9, [20], [])]
+    steps = [
+        (0, 6, [28, 29, 30, 31, 8, 9], [5]),
+        (6, 7, [10], [5]),
+        (7, 8, [11], [5]),
+        (8, 9, [20], []),
+    ]
     for start, end, slots, rest in steps:
         call = call_text(0, start, end, 4)
         got = mod.alloc_slots(table, 0, start, end, free_pages, 4)
@@ -194,10 +228,20 @@ def check_example(mod) -> None:
         4,
         what=f"{call_text(0, 9, 13, 4)}（位置 12 要一页新的，可空闲页已经没了）",
     )
-    check_equal(table[0], before[0], "报错之后页表的第 0 行（位置 9、10、11 也不能先填上）", context)
+    check_equal(
+        table[0],
+        before[0],
+        "报错之后页表的第 0 行（位置 9、10、11 也不能先填上）",
+        context,
+    )
     check_equal(free_pages, [], "报错之后的 free_pages", context)
     mod.free_row(table, 0, 9, free_pages, 4)
-    check_equal(free_pages, [7, 2, 5], "free_row(table, 0, 9, free_pages, 4) 之后的 free_pages", context)
+    check_equal(
+        free_pages,
+        [7, 2, 5],
+        "free_row(table, 0, 9, free_pages, 4) 之后的 free_pages",
+        context,
+    )
 
 
 def check_bad_arguments(mod) -> None:
@@ -221,11 +265,17 @@ def check_bad_arguments(mod) -> None:
             what=f"{call_text(row, start, end, page_size)}（{why}）",
         )
         check_equal(free_pages, [3, 1, 0, 2], f"{why}、报错之后的 free_pages（不该动）")
-        check_equal(table, [[EMPTY] * 8, [EMPTY] * 8], f"{why}、报错之后的页表（不该动）")
+        check_equal(
+            table, [[EMPTY] * 8, [EMPTY] * 8], f"{why}、报错之后的页表（不该动）"
+        )
     got = mod.alloc_slots(table, 1, 0, 0, free_pages, 2)
     check_equal(got, [], f"{call_text(1, 0, 0, 2)}（空区间）的返回值")
     check_equal(free_pages, [3, 1, 0, 2], "空区间之后的 free_pages（不该动）")
-    for length, page_size, why in [(9, 2, "length 超出了这一行的长度 8"), (-1, 2, "length 是负数"), (2, 0, "page_size 是 0")]:
+    for length, page_size, why in [
+        (9, 2, "length 超出了这一行的长度 8"),
+        (-1, 2, "length 是负数"),
+        (2, 0, "page_size 是 0"),
+    ]:
         check_raises(
             ValueError,
             mod.free_row,
@@ -238,12 +288,16 @@ def check_bad_arguments(mod) -> None:
         )
 
 
-def simulate(mod, rng: random.Random, page_size: int, num_pages: int, num_rows: int, row_len: int) -> None:
+def simulate(
+    mod, rng: random.Random, page_size: int, num_pages: int, num_rows: int, row_len: int
+) -> None:
     table = [[EMPTY] * row_len for _ in range(num_rows)]
     free_pages = list(range(num_pages))
     rng.shuffle(free_pages)  # 空闲页不按顺序：槽位不能从位置“算”出来
     ref = RefAllocator(free_pages, page_size)
-    context = f"page_size={page_size}，一共 {num_pages} 页，页表 {num_rows} 行 × {row_len} 列"
+    context = (
+        f"page_size={page_size}，一共 {num_pages} 页，页表 {num_rows} 行 × {row_len} 列"
+    )
     history: list[str] = []
 
     for _ in range(120):
@@ -254,7 +308,15 @@ def simulate(mod, rng: random.Random, page_size: int, num_pages: int, num_rows: 
             row = rng.choice(idle)
             end = rng.randint(1, row_len // 2)
             history.append(f"新请求占第 {row} 行、prefill {end} 个 token")
-            check_alloc(mod, ref, table, free_pages, row, end, f"{context}；最近的操作：{'；'.join(history[-3:])}")
+            check_alloc(
+                mod,
+                ref,
+                table,
+                free_pages,
+                row,
+                end,
+                f"{context}；最近的操作：{'；'.join(history[-3:])}",
+            )
             if row not in ref.length:  # 页不够，请求没进来
                 continue
         elif live and choice < 0.85:
@@ -265,16 +327,38 @@ def simulate(mod, rng: random.Random, page_size: int, num_pages: int, num_rows: 
             step = 1 if rng.random() < 0.7 else rng.randint(2, 3 * page_size + 2)
             end = min(row_len, length + step)
             history.append(f"第 {row} 行从 {length} 扩到 {end}")
-            check_alloc(mod, ref, table, free_pages, row, end, f"{context}；最近的操作：{'；'.join(history[-3:])}")
+            check_alloc(
+                mod,
+                ref,
+                table,
+                free_pages,
+                row,
+                end,
+                f"{context}；最近的操作：{'；'.join(history[-3:])}",
+            )
         elif live:
             row = rng.choice(live)
             history.append(f"第 {row} 行的请求结束（长度 {ref.length[row]}）")
-            check_free(mod, ref, table, free_pages, row, f"{context}；最近的操作：{'；'.join(history[-3:])}")
-        check_invariants(ref, table, f"{context}；最近的操作：{'；'.join(history[-3:])}")
+            check_free(
+                mod,
+                ref,
+                table,
+                free_pages,
+                row,
+                f"{context}；最近的操作：{'；'.join(history[-3:])}",
+            )
+        check_invariants(
+            ref, table, f"{context}；最近的操作：{'；'.join(history[-3:])}"
+        )
 
     for row in sorted(ref.length):  # 全部结束：所有页都回来了
         check_free(mod, ref, table, free_pages, row, f"{context}；收尾，结束所有请求")
-    check_equal(sorted(free_pages), list(range(num_pages)), "所有请求都结束之后的空闲页（应该一页不少）", context)
+    check_equal(
+        sorted(free_pages),
+        list(range(num_pages)),
+        "所有请求都结束之后的空闲页（应该一页不少）",
+        context,
+    )
 
 
 def run(mod: object) -> None:
@@ -285,10 +369,19 @@ def run(mod: object) -> None:
     check_bad_arguments(mod)
     rng = random.Random(SEED)
     for page_size in (1, 2, 3, 4, 16):
-        simulate(mod, rng, page_size, num_pages=rng.randint(4, 24), num_rows=5, row_len=48)
+        simulate(
+            mod, rng, page_size, num_pages=rng.randint(4, 24), num_rows=5, row_len=48
+        )
     for _ in range(4):
         page_size = rng.randint(1, 8)
-        simulate(mod, rng, page_size, num_pages=rng.randint(2, 40), num_rows=rng.randint(2, 6), row_len=rng.randint(8, 64))
+        simulate(
+            mod,
+            rng,
+            page_size,
+            num_pages=rng.randint(2, 40),
+            num_rows=rng.randint(2, 6),
+            row_len=rng.randint(8, 64),
+        )
 
 
 if __name__ == "__main__":

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # 找到 practice/judgekit.py
+sys.path.insert(
+    0, str(Path(__file__).resolve().parent.parent)
+)  # 找到 practice/judgekit.py
 from judgekit import check, check_raises, check_tensor, main, require
 
 SEED = 1313
@@ -44,21 +46,31 @@ def first_bad_row(got: torch.Tensor, want: torch.Tensor) -> int:
     return int((got != want).reshape(got.shape[0], -1).any(dim=1).nonzero()[0])
 
 
-def check_store(store_kv, k_buf, v_buf, k, v, out_loc: list[int], index_dtype, context: str) -> None:
+def check_store(
+    store_kv, k_buf, v_buf, k, v, out_loc: list[int], index_dtype, context: str
+) -> None:
     want_k = ref_store(k_buf, k, out_loc)
     want_v = ref_store(v_buf, v, out_loc)
     k_before, v_before = k_buf.clone(), v_buf.clone()
     k_in, v_in = k.clone(), v.clone()
     loc = torch.tensor(out_loc, dtype=index_dtype)
-    call = f"store_kv(k_buf, v_buf, k, v, out_loc)，out_loc = {out_loc}（{index_dtype}）"
+    call = (
+        f"store_kv(k_buf, v_buf, k, v, out_loc)，out_loc = {out_loc}（{index_dtype}）"
+    )
 
     store_kv(k_buf, v_buf, k, v, loc)
     check(
         torch.equal(k, k_in) and torch.equal(v, v_in),
         f"{call} 改动了传进来的 k 或 v，它们应该只读\n  {context}",
     )
-    check(torch.equal(loc, torch.tensor(out_loc, dtype=index_dtype)), f"{call} 改动了 out_loc\n  {context}")
-    for name, buf, want, before in (("k_buf", k_buf, want_k, k_before), ("v_buf", v_buf, want_v, v_before)):
+    check(
+        torch.equal(loc, torch.tensor(out_loc, dtype=index_dtype)),
+        f"{call} 改动了 out_loc\n  {context}",
+    )
+    for name, buf, want, before in (
+        ("k_buf", k_buf, want_k, k_before),
+        ("v_buf", v_buf, want_v, v_before),
+    ):
         check_tensor(buf, name, shape=tuple(want.shape), dtype=want.dtype)
         if torch.equal(buf, want):
             continue
@@ -77,7 +89,9 @@ def check_store(store_kv, k_buf, v_buf, k, v, out_loc: list[int], index_dtype, c
         check(False, f"{call} 之后 {name} 不对：{msg}\n  {context}")
 
 
-def check_gather(gather_kv, k_buf, v_buf, row: list[int], length: int, index_dtype, context: str) -> None:
+def check_gather(
+    gather_kv, k_buf, v_buf, row: list[int], length: int, index_dtype, context: str
+) -> None:
     k_before, v_before = k_buf.clone(), v_buf.clone()
     row_t = torch.tensor(row, dtype=index_dtype)
     call = f"gather_kv(k_buf, v_buf, page_table_row, {length})，page_table_row 的前 {length} 个 = {row[:length]}"
@@ -100,7 +114,10 @@ def check_gather(gather_kv, k_buf, v_buf, row: list[int], length: int, index_dty
         torch.equal(k_buf, k_before) and torch.equal(v_buf, v_before),
         f"{call} 改动了缓冲区，它应该只读",
     )
-    check(torch.equal(row_t, torch.tensor(row, dtype=index_dtype)), f"{call} 改动了 page_table_row")
+    check(
+        torch.equal(row_t, torch.tensor(row, dtype=index_dtype)),
+        f"{call} 改动了 page_table_row",
+    )
 
 
 def random_tensor(gen: torch.Generator, shape, dtype) -> torch.Tensor:
@@ -125,14 +142,22 @@ def simulate(mod, rng: random.Random, gen: torch.Generator) -> None:
     free = list(range(num_pages))
     rng.shuffle(free)
     num_reqs = rng.randint(1, 4)
-    rows: list[list[int]] = [[] for _ in range(num_reqs)]  # 每个请求的页表行（已分配的位置）
+    rows: list[list[int]] = [
+        [] for _ in range(num_reqs)
+    ]  # 每个请求的页表行（已分配的位置）
     written_k: list[list[torch.Tensor]] = [[] for _ in range(num_reqs)]
     written_v: list[list[torch.Tensor]] = [[] for _ in range(num_reqs)]
 
     for _ in range(rng.randint(4, 12)):
         r = rng.randrange(num_reqs)
-        n = rng.randint(1, 3 * page_size + 1) if not rows[r] else rng.choice([1, 1, rng.randint(1, 5)])
-        need = sum(1 for pos in range(len(rows[r]), len(rows[r]) + n) if pos % page_size == 0)
+        n = (
+            rng.randint(1, 3 * page_size + 1)
+            if not rows[r]
+            else rng.choice([1, 1, rng.randint(1, 5)])
+        )
+        need = sum(
+            1 for pos in range(len(rows[r]), len(rows[r]) + n) if pos % page_size == 0
+        )
         if need > len(free):
             continue
         out_loc = []
@@ -157,9 +182,12 @@ def simulate(mod, rng: random.Random, gen: torch.Generator) -> None:
         for cut in {length, rng.randint(0, length)}:
             check_gather(mod.gather_kv, k_buf, v_buf, row, cut, index_dtype, context)
         if length:
-            k, v = mod.gather_kv(k_buf, v_buf, torch.tensor(row, dtype=index_dtype), length)
+            k, v = mod.gather_kv(
+                k_buf, v_buf, torch.tensor(row, dtype=index_dtype), length
+            )
             check(
-                torch.equal(k, torch.stack(written_k[r])) and torch.equal(v, torch.stack(written_v[r])),
+                torch.equal(k, torch.stack(written_k[r]))
+                and torch.equal(v, torch.stack(written_v[r])),
                 f"第 {r} 个请求写进去、再按页表取回的 K/V 和当初写进去的不一样\n  {context}",
             )
 
@@ -171,11 +199,19 @@ def check_example(mod) -> None:
     v_buf = torch.randn(8, 1, 2, generator=gen)
     k = torch.arange(8.0).reshape(4, 1, 2)
     v = -k
-    context = "题目里的例子：8 个槽位、1 个 KV 头、head_dim 2；先写槽位 [6, 7, 0]，再写 [1]"
-    check_store(mod.store_kv, k_buf, v_buf, k[:3], v[:3], [6, 7, 0], torch.int32, context)
+    context = (
+        "题目里的例子：8 个槽位、1 个 KV 头、head_dim 2；先写槽位 [6, 7, 0]，再写 [1]"
+    )
+    check_store(
+        mod.store_kv, k_buf, v_buf, k[:3], v[:3], [6, 7, 0], torch.int32, context
+    )
     check_store(mod.store_kv, k_buf, v_buf, k[3:], v[3:], [1], torch.int32, context)
-    check_gather(mod.gather_kv, k_buf, v_buf, [6, 7, 0, 1, 5, 5], 4, torch.int32, context)
-    got_k, got_v = mod.gather_kv(k_buf, v_buf, torch.tensor([6, 7, 0, 1], dtype=torch.int32), 4)
+    check_gather(
+        mod.gather_kv, k_buf, v_buf, [6, 7, 0, 1, 5, 5], 4, torch.int32, context
+    )
+    got_k, got_v = mod.gather_kv(
+        k_buf, v_buf, torch.tensor([6, 7, 0, 1], dtype=torch.int32), 4
+    )
     check(
         torch.equal(got_k, k) and torch.equal(got_v, v),
         f"{context}：按 [6, 7, 0, 1] 取回的 K/V 和写进去的不一样",

@@ -51,5 +51,8 @@ def num_pages(
     if budget_bytes < 0:
         raise ValueError(f"budget_bytes 不能是负数：{budget_bytes}")
     _check_positive(page_size=page_size)
-    per_page = kv_bytes_per_token(num_layers, num_kv_heads, head_dim, dtype, tp_size) * page_size
+    per_page = (
+        kv_bytes_per_token(num_layers, num_kv_heads, head_dim, dtype, tp_size)
+        * page_size
+    )
     return budget_bytes // per_page  # 只放整页：零头不要

@@ -9,8 +9,10 @@ import random
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # 找到 practice/judgekit.py
-from judgekit import check, check_equal, check_raises, check_type, main, require
+sys.path.insert(
+    0, str(Path(__file__).resolve().parent.parent)
+)  # 找到 practice/judgekit.py
+from judgekit import check_equal, check_raises, check_type, main, require
 
 SEED = 1400
 GiB = 1 << 30
@@ -46,7 +48,9 @@ def ref_local_heads(num_heads: int, tp_size: int) -> int | None:
     return counts.pop()
 
 
-def ref_bytes_per_token(layers: int, heads: int, head_dim: int, dtype: str, tp: int) -> int:
+def ref_bytes_per_token(
+    layers: int, heads: int, head_dim: int, dtype: str, tp: int
+) -> int:
     local = ref_local_heads(heads, tp)
     k_bytes = local * head_dim * REF_SIZES[dtype]  # 一层的 K
     return layers * (k_bytes + k_bytes)  # 每层 K 和 V 各一份
@@ -71,21 +75,36 @@ def ref_num_pages(budget: int, per_page: int) -> int:
 MODELS = {"SmolLM2-135M": (30, 3, 64), "Qwen3-0.6B": (28, 8, 128)}
 
 
-def guess_bytes_mistake(got: int, layers: int, heads: int, head_dim: int, dtype: str, tp: int) -> str:
+def guess_bytes_mistake(
+    got: int, layers: int, heads: int, head_dim: int, dtype: str, tp: int
+) -> str:
     want = ref_bytes_per_token(layers, heads, head_dim, dtype, tp)
     size = REF_SIZES[dtype]
     if got * 2 == want:
         return "\n  看起来：少乘了 2——每层要存 K 和 V 两份"
     if got == want // size:
         return "\n  看起来：算成了元素个数，还要乘每个元素的字节数"
-    if got == 2 * layers * heads * head_dim * size and heads != ref_local_heads(heads, tp):
-        return "\n  看起来：用了全部 KV 头，应该只算这个 rank 存的那几个（local_kv_heads）"
+    if got == 2 * layers * heads * head_dim * size and heads != ref_local_heads(
+        heads, tp
+    ):
+        return (
+            "\n  看起来：用了全部 KV 头，应该只算这个 rank 存的那几个（local_kv_heads）"
+        )
     if heads < tp and got == 0:
         return "\n  看起来：KV 头比 rank 少时直接整除得到 0 了，这时应该复制：每个 rank 存 1 个头"
     return ""
 
 
-def check_config(mod, layers: int, heads: int, head_dim: int, dtype: str, tp: int, budget: int, page_size: int) -> None:
+def check_config(
+    mod,
+    layers: int,
+    heads: int,
+    head_dim: int,
+    dtype: str,
+    tp: int,
+    budget: int,
+    page_size: int,
+) -> None:
     local = ref_local_heads(heads, tp)
     if local is None:
         check_raises(
@@ -117,14 +136,21 @@ def check_config(mod, layers: int, heads: int, head_dim: int, dtype: str, tp: in
     check_type(got, int, f"{call} 的返回值")
     want = ref_bytes_per_token(layers, heads, head_dim, dtype, tp)
     if got != want:
-        context = f"每个 rank 存 {local} 个 KV 头" + guess_bytes_mistake(got, layers, heads, head_dim, dtype, tp)
+        context = f"每个 rank 存 {local} 个 KV 头" + guess_bytes_mistake(
+            got, layers, heads, head_dim, dtype, tp
+        )
         check_equal(got, want, call, context)
 
     call = f"num_pages({budget}, {layers}, {heads}, {head_dim}, {dtype!r}, page_size={page_size}, tp_size={tp})"
     got = mod.num_pages(budget, layers, heads, head_dim, dtype, page_size, tp)
     check_type(got, int, f"{call} 的返回值")
     want = ref_num_pages(budget, want * page_size)
-    check_equal(got, want, call, f"每个 token {ref_bytes_per_token(layers, heads, head_dim, dtype, tp)} 字节，每页 {page_size} 个 token，只算整页")
+    check_equal(
+        got,
+        want,
+        call,
+        f"每个 token {ref_bytes_per_token(layers, heads, head_dim, dtype, tp)} 字节，每页 {page_size} 个 token，只算整页",
+    )
 
 
 def check_dtypes(mod) -> None:
@@ -133,7 +159,12 @@ def check_dtypes(mod) -> None:
         check_type(got, int, f"dtype_bytes({name!r}) 的返回值")
         check_equal(got, size, f"dtype_bytes({name!r})")
     for bad in ("fp32", "bf16", "torch.float32", "int8", "float", "Float32", ""):
-        check_raises(ValueError, mod.dtype_bytes, bad, what=f"dtype_bytes({bad!r})（不认识的名字）")
+        check_raises(
+            ValueError,
+            mod.dtype_bytes,
+            bad,
+            what=f"dtype_bytes({bad!r})（不认识的名字）",
+        )
     check_raises(
         ValueError,
         mod.kv_bytes_per_token,
@@ -157,13 +188,23 @@ def check_bad_sizes(mod) -> None:
         ("num_pages", (-1, 28, 8, 128, "float32", 16, 1), "预算是负数"),
         ("num_pages", (GiB, 28, 8, 128, "float32", 0, 1), "page_size 是 0"),
         ("num_pages", (GiB, 28, 8, 128, "float32", -16, 1), "page_size 是负数"),
-        ("num_pages", (GiB, 28, 8, 128, "float32", 16, 3), "8 个 KV 头分不给 3 个 rank"),
+        (
+            "num_pages",
+            (GiB, 28, 8, 128, "float32", 16, 3),
+            "8 个 KV 头分不给 3 个 rank",
+        ),
     ]
     for name, args, why in cases:
-        check_raises(ValueError, getattr(mod, name), *args, what=f"{name}{args}（{why}）")
+        check_raises(
+            ValueError, getattr(mod, name), *args, what=f"{name}{args}（{why}）"
+        )
     # 预算连一页都放不下：0 页，不是错
     got = mod.num_pages(1000, 28, 8, 128, "float32", 1, 1)
-    check_equal(got, 0, "num_pages(1000, 28, 8, 128, 'float32', 1, 1)（1000 字节连一个 token 都放不下）")
+    check_equal(
+        got,
+        0,
+        "num_pages(1000, 28, 8, 128, 'float32', 1, 1)（1000 字节连一个 token 都放不下）",
+    )
 
 
 def run(mod: object) -> None:
@@ -178,9 +219,17 @@ def run(mod: object) -> None:
                 check_config(mod, layers, heads, head_dim, dtype, tp, GiB, 16)
     # 默认参数 tp_size=1
     got = mod.kv_bytes_per_token(28, 8, 128, "bfloat16")
-    check_equal(got, ref_bytes_per_token(28, 8, 128, "bfloat16", 1), "kv_bytes_per_token(28, 8, 128, 'bfloat16')（不写 tp_size 就是 1）")
+    check_equal(
+        got,
+        ref_bytes_per_token(28, 8, 128, "bfloat16", 1),
+        "kv_bytes_per_token(28, 8, 128, 'bfloat16')（不写 tp_size 就是 1）",
+    )
     got = mod.num_pages(GiB, 28, 8, 128, "bfloat16", 16)
-    check_equal(got, 585, "num_pages(2**30, 28, 8, 128, 'bfloat16', 16)（题目里的例子，不写 tp_size）")
+    check_equal(
+        got,
+        585,
+        "num_pages(2**30, 28, 8, 128, 'bfloat16', 16)（题目里的例子，不写 tp_size）",
+    )
 
     rng = random.Random(SEED)
     for _ in range(400):

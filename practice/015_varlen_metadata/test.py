@@ -9,8 +9,18 @@ import random
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # 找到 practice/judgekit.py
-from judgekit import check, check_equal, check_int_list, check_raises, check_type, main, require
+sys.path.insert(
+    0, str(Path(__file__).resolve().parent.parent)
+)  # 找到 practice/judgekit.py
+from judgekit import (
+    check,
+    check_equal,
+    check_int_list,
+    check_raises,
+    check_type,
+    main,
+    require,
+)
 
 SEED = 515
 
@@ -20,12 +30,22 @@ SEED = 515
 
 
 def ref_metadata(spans: list[tuple[int, int]]) -> dict[str, object]:
-    tokens = [(r, pos) for r, (cached, device) in enumerate(spans) for pos in range(cached, device)]
+    tokens = [
+        (r, pos)
+        for r, (cached, device) in enumerate(spans)
+        for pos in range(cached, device)
+    ]
     n = len(spans)
     q_lens = [sum(1 for r, _ in tokens if r == i) for i in range(n)]
-    k_lens = [max((pos for r, pos in tokens if r == i), default=-1) + 1 for i in range(n)]
+    k_lens = [
+        max((pos for r, pos in tokens if r == i), default=-1) + 1 for i in range(n)
+    ]
     # 下标 j 是第 i 个请求的最后一个 token ⇔ 下一个 token 属于别的请求（或者没有下一个）
-    last = [j for j, (r, _) in enumerate(tokens) if j + 1 == len(tokens) or tokens[j + 1][0] != r]
+    last = [
+        j
+        for j, (r, _) in enumerate(tokens)
+        if j + 1 == len(tokens) or tokens[j + 1][0] != r
+    ]
     cu_q = [sum(q_lens[:i]) for i in range(n + 1)]
     cu_k = [sum(k_lens[:i]) for i in range(n + 1)]
     return {
@@ -33,8 +53,8 @@ def ref_metadata(spans: list[tuple[int, int]]) -> dict[str, object]:
         "k_lens": k_lens,
         "cu_seqlens_q": cu_q,
         "cu_seqlens_k": cu_k,
-        "max_seqlen_q": sorted([0, *q_lens])[-1],
-        "max_seqlen_k": sorted([0, *k_lens])[-1],
+        "max_seqlen_q": max([0, *q_lens]),
+        "max_seqlen_k": max([0, *k_lens]),
         "positions": [pos for _, pos in tokens],
         "req_of_token": [r for r, _ in tokens],
         "last_indices": last,
@@ -70,7 +90,9 @@ def check_batch(build_metadata, spans: list[tuple[int, int]]) -> None:
     got = build_metadata(spans)
     want = ref_metadata(spans)
     for name in LIST_FIELDS + INT_FIELDS:
-        check(hasattr(got, name), f"build_metadata 的返回值上没有字段 {name}（{context}）")
+        check(
+            hasattr(got, name), f"build_metadata 的返回值上没有字段 {name}（{context}）"
+        )
     for name in INT_FIELDS:
         check_type(getattr(got, name), int, f"build_metadata(...).{name}")
     for name in LIST_FIELDS:
@@ -78,10 +100,14 @@ def check_batch(build_metadata, spans: list[tuple[int, int]]) -> None:
     for name in LIST_FIELDS[:4] + INT_FIELDS + LIST_FIELDS[4:]:
         value = getattr(got, name)
         extra = ""
-        if name == "positions" and value == [p - c for c, d in spans for p in range(c, d)]:
+        if name == "positions" and value == [
+            p - c for c, d in spans for p in range(c, d)
+        ]:
             extra = "\n  看起来：每个请求的位置都从 0 开始了；应该从 cached_len 开始，前面的 token 在缓存里"
         elif name == "k_lens" and value == want["q_lens"]:
-            extra = "\n  看起来：k_lens 只算了新 token；key 还包括缓存里的 cached_len 个"
+            extra = (
+                "\n  看起来：k_lens 只算了新 token；key 还包括缓存里的 cached_len 个"
+            )
         elif name == "last_indices" and value == want["cu_seqlens_q"][1:]:
             extra = "\n  看起来：差了 1——第 i 个请求的 token 是 [cu[i], cu[i+1])，最后一个是 cu[i+1] - 1"
         check_equal(value, want[name], f"build_metadata(spans).{name}", context + extra)
@@ -95,7 +121,9 @@ def check_mask(causal_mask, cached_len: int, device_len: int) -> None:
     check_equal(len(got), n, f"{call} 的行数（query 个数 = device_len - cached_len）")
     for i, row in enumerate(got):
         check_int_list(row, f"{call}[{i}]")
-        check_equal(len(row), device_len, f"{call} 第 {i} 行的长度（key 个数 = device_len）")
+        check_equal(
+            len(row), device_len, f"{call} 第 {i} 行的长度（key 个数 = device_len）"
+        )
         for j, x in enumerate(row):
             check(x in (0, 1), f"{call} 第 {i} 行第 {j} 列应该是 0 或 1，你的是 {x}")
     want = ref_mask(cached_len, device_len)
@@ -138,7 +166,9 @@ def run(mod: object) -> None:
         ([(7, 2)], "cached_len > device_len"),
         ([(-1, 4)], "cached_len 是负数"),
     ]:
-        check_raises(ValueError, build_metadata, spans, what=f"build_metadata({spans})（{why}）")
+        check_raises(
+            ValueError, build_metadata, spans, what=f"build_metadata({spans})（{why}）"
+        )
 
     # 掩码：没有缓存（下三角）、题目里的例子、decode，再是随机的
     for cached_len, device_len in [(0, 1), (0, 4), (4, 6), (2, 5), (6, 7)]:
@@ -147,7 +177,11 @@ def run(mod: object) -> None:
         device_len = rng.randint(1, 30)
         cached_len = rng.choice([0, device_len - 1, rng.randrange(device_len)])
         check_mask(causal_mask, cached_len, device_len)
-    for cached_len, device_len, why in [(3, 3, "没有 query"), (5, 2, "cached_len > device_len"), (-1, 3, "cached_len 是负数")]:
+    for cached_len, device_len, why in [
+        (3, 3, "没有 query"),
+        (5, 2, "cached_len > device_len"),
+        (-1, 3, "cached_len 是负数"),
+    ]:
         check_raises(
             ValueError,
             causal_mask,

@@ -13,12 +13,18 @@ def _check_arguments(q, k_buf, page_table, table_idx, cached_lens, extend_lens) 
             f"{len(table_idx)}、{len(cached_lens)}、{len(extend_lens)}"
         )
     if sum(extend_lens) != q.shape[0]:
-        raise ValueError(f"q 有 {q.shape[0]} 行，extend_lens 加起来却是 {sum(extend_lens)}")
+        raise ValueError(
+            f"q 有 {q.shape[0]} 行，extend_lens 加起来却是 {sum(extend_lens)}"
+        )
     if q.shape[1] % k_buf.shape[1] != 0:
-        raise ValueError(f"query 头数 {q.shape[1]} 不是 KV 头数 {k_buf.shape[1]} 的倍数")
+        raise ValueError(
+            f"query 头数 {q.shape[1]} 不是 KV 头数 {k_buf.shape[1]} 的倍数"
+        )
     for i, (cached, ext) in enumerate(zip(cached_lens, extend_lens)):
         if cached < 0 or ext < 1:
-            raise ValueError(f"第 {i} 个请求：要求 cached_len >= 0、extend_len >= 1，现在是 {cached}、{ext}")
+            raise ValueError(
+                f"第 {i} 个请求：要求 cached_len >= 0、extend_len >= 1，现在是 {cached}、{ext}"
+            )
         if cached + ext > page_table.shape[1]:
             raise ValueError(
                 f"第 {i} 个请求有 {cached + ext} 个 token，页表只有 {page_table.shape[1]} 列"

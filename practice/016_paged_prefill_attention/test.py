@@ -12,8 +12,18 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # 找到 practice/judgekit.py
-from judgekit import CheckFailed, check, check_close, check_raises, check_tensor, main, require
+sys.path.insert(
+    0, str(Path(__file__).resolve().parent.parent)
+)  # 找到 practice/judgekit.py
+from judgekit import (
+    CheckFailed,
+    check,
+    check_close,
+    check_raises,
+    check_tensor,
+    main,
+    require,
+)
 
 SEED = 160016
 
@@ -49,7 +59,9 @@ def ref_attention(
     out = torch.zeros(T, num_heads, head_dim, dtype=torch.float64)
     t = 0
     for row, cached, ext in zip(table_idx, cached_lens, extend_lens):
-        first = cached if keys == "new_only" else 0  # "new_only"：忘了缓存前缀，只看这一步的新 token
+        first = (
+            cached if keys == "new_only" else 0
+        )  # "new_only"：忘了缓存前缀，只看这一步的新 token
         for i in range(ext):
             if mask == "bottom_right":
                 last = cached + i  # 第 i 个新 token 的绝对位置
@@ -76,32 +88,44 @@ def ref_attention(
 
 
 class Case:
-    def __init__(self, gen, rng, cached_lens, extend_lens, hq, hkv, d, dtype, page_size=None):
+    def __init__(
+        self, gen, rng, cached_lens, extend_lens, hq, hkv, d, dtype, page_size=None
+    ):
         self.cached_lens, self.extend_lens = list(cached_lens), list(extend_lens)
         self.hq, self.hkv, self.d, self.dtype = hq, hkv, d, dtype
         n = len(cached_lens)
         totals = [c + e for c, e in zip(cached_lens, extend_lens)]
         self.page_size = page_size or rng.choice([1, 2, 4, 16])
         pages_needed = sum(-(-tot // self.page_size) for tot in totals)
-        num_pages = pages_needed + rng.randint(1, 4)  # 多出来几页：没人用的槽位里也是随机数
+        num_pages = pages_needed + rng.randint(
+            1, 4
+        )  # 多出来几页：没人用的槽位里也是随机数
         free = list(range(num_pages))
         rng.shuffle(free)
         num_rows = n + rng.randint(0, 3)
         max_len = max(totals) + rng.randint(0, 5)
         num_slots = num_pages * self.page_size
         # 页表里没用到的格子填随机槽位：读多了一定看得出来
-        table = [[rng.randrange(num_slots) for _ in range(max_len)] for _ in range(num_rows)]
+        table = [
+            [rng.randrange(num_slots) for _ in range(max_len)] for _ in range(num_rows)
+        ]
         self.table_idx = rng.sample(range(num_rows), n)  # 请求 i 不一定在第 i 行
         for row, tot in zip(self.table_idx, totals):
             for pos in range(tot):
                 if pos % self.page_size == 0:
                     page = free.pop()
                 table[row][pos] = page * self.page_size + pos % self.page_size
-        self.page_table = torch.tensor(table, dtype=rng.choice([torch.int32, torch.int64]))
+        self.page_table = torch.tensor(
+            table, dtype=rng.choice([torch.int32, torch.int64])
+        )
         T = sum(extend_lens)
         self.q = torch.randn(T, hq, d, generator=gen, dtype=torch.float64).to(dtype)
-        self.k_buf = torch.randn(num_slots, hkv, d, generator=gen, dtype=torch.float64).to(dtype)
-        self.v_buf = torch.randn(num_slots, hkv, d, generator=gen, dtype=torch.float64).to(dtype)
+        self.k_buf = torch.randn(
+            num_slots, hkv, d, generator=gen, dtype=torch.float64
+        ).to(dtype)
+        self.v_buf = torch.randn(
+            num_slots, hkv, d, generator=gen, dtype=torch.float64
+        ).to(dtype)
 
     def args(self):
         return (
@@ -124,9 +148,18 @@ class Case:
 
 def guess_mistake(got: torch.Tensor, case: Case) -> str:
     guesses = [
-        ({"mask": "top_left"}, "掩码是左上角对齐的（tril / is_causal=True）；有缓存前缀时要右下角对齐"),
-        ({"mask": "none"}, "像是根本没加因果掩码：每个新 token 都看见了这个请求的全部 key"),
-        ({"keys": "new_only"}, "像是只用了这一步新 token 的 K/V，忘了缓存前缀（key 要从位置 0 开始取）"),
+        (
+            {"mask": "top_left"},
+            "掩码是左上角对齐的（tril / is_causal=True）；有缓存前缀时要右下角对齐",
+        ),
+        (
+            {"mask": "none"},
+            "像是根本没加因果掩码：每个新 token 都看见了这个请求的全部 key",
+        ),
+        (
+            {"keys": "new_only"},
+            "像是只用了这一步新 token 的 K/V，忘了缓存前缀（key 要从位置 0 开始取）",
+        ),
         (
             {"head_map": "modulo"},
             "GQA 的分组不对：query 头 h 应该用 KV 头 h // group（repeat_interleave），你的像是 h % Hkv（repeat）",
@@ -158,13 +191,24 @@ def check_case(attention, case: Case) -> None:
         check_tensor(got, what, shape=(T, case.hq, case.d), dtype=case.dtype)
     except CheckFailed as e:
         raise CheckFailed(f"{e}\n  输入：{context}") from None
-    for name, t, orig in zip(("q", "k_buf", "v_buf", "page_table"), (case.q, case.k_buf, case.v_buf, case.page_table), originals):
-        check(torch.equal(t, orig), f"paged_prefill_attention 改动了传进来的 {name}，它应该只读\n  输入：{context}")
+    for name, t, orig in zip(
+        ("q", "k_buf", "v_buf", "page_table"),
+        (case.q, case.k_buf, case.v_buf, case.page_table),
+        originals,
+    ):
+        check(
+            torch.equal(t, orig),
+            f"paged_prefill_attention 改动了传进来的 {name}，它应该只读\n  输入：{context}",
+        )
     want = ref_attention(*case.args())
     try:
         check_close(got, want, what, atol=1e-5, rtol=1e-4)
     except CheckFailed as e:
-        t = int((~torch.isclose(got.double(), want.double(), atol=1e-5, rtol=1e-4)).nonzero()[0, 0])
+        t = int(
+            (
+                ~torch.isclose(got.double(), want.double(), atol=1e-5, rtol=1e-4)
+            ).nonzero()[0, 0]
+        )
         req = 0
         while t >= sum(case.extend_lens[: req + 1]):
             req += 1
@@ -172,7 +216,9 @@ def check_case(attention, case: Case) -> None:
             f"\n  第一个出错的是拼接序列第 {t} 行：第 {req} 个请求的第 {t - sum(case.extend_lens[:req])} 个新 token"
             f"（缓存前缀 {case.cached_lens[req]}，它的位置是 {case.cached_lens[req] + t - sum(case.extend_lens[:req])}）"
         )
-        raise CheckFailed(f"{e}{where}\n  输入：{context}" + guess_mistake(got, case)) from None
+        raise CheckFailed(
+            f"{e}{where}\n  输入：{context}" + guess_mistake(got, case)
+        ) from None
 
 
 def check_bad_arguments(attention, gen, rng) -> None:
@@ -180,16 +226,36 @@ def check_bad_arguments(attention, gen, rng) -> None:
     q, k_buf, v_buf, table, idx, cached, ext = case.args()
     max_len = table.shape[1]
     bad = [
-        ((q[:4], k_buf, v_buf, table, idx, cached, ext), "q 有 4 行，extend_lens 加起来是 5"),
-        ((q, k_buf, v_buf, table, idx[:1], cached, ext), "table_idx 只有 1 个，另外两个列表各 2 个"),
-        ((q, k_buf, v_buf, table, idx, cached, [3, 1, 1]), "extend_lens 比另外两个列表长"),
-        ((q[:, :3], k_buf, v_buf, table, idx, cached, ext), "3 个 query 头不是 2 个 KV 头的倍数"),
+        (
+            (q[:4], k_buf, v_buf, table, idx, cached, ext),
+            "q 有 4 行，extend_lens 加起来是 5",
+        ),
+        (
+            (q, k_buf, v_buf, table, idx[:1], cached, ext),
+            "table_idx 只有 1 个，另外两个列表各 2 个",
+        ),
+        (
+            (q, k_buf, v_buf, table, idx, cached, [3, 1, 1]),
+            "extend_lens 比另外两个列表长",
+        ),
+        (
+            (q[:, :3], k_buf, v_buf, table, idx, cached, ext),
+            "3 个 query 头不是 2 个 KV 头的倍数",
+        ),
         ((q, k_buf, v_buf, table, idx, [2, -1], ext), "cached_len 是负数"),
-        ((q[:3], k_buf, v_buf, table, idx, cached, [3, 0]), "有一个请求 extend_len 是 0"),
-        ((q, k_buf, v_buf, table, idx, [max_len, 0], ext), f"cached_len + extend_len 超过了页表的 {max_len} 列"),
+        (
+            (q[:3], k_buf, v_buf, table, idx, cached, [3, 0]),
+            "有一个请求 extend_len 是 0",
+        ),
+        (
+            (q, k_buf, v_buf, table, idx, [max_len, 0], ext),
+            f"cached_len + extend_len 超过了页表的 {max_len} 列",
+        ),
     ]
     for args, why in bad:
-        check_raises(ValueError, attention, *args, what=f"paged_prefill_attention(...)（{why}）")
+        check_raises(
+            ValueError, attention, *args, what=f"paged_prefill_attention(...)（{why}）"
+        )
 
 
 def run(mod: object) -> None:
@@ -203,7 +269,13 @@ def run(mod: object) -> None:
         ([0], [4], 2, 2, 4),  # 没有缓存的 prefill：左上、右下两种掩码一样
         ([3, 0], [2, 3], 2, 1, 8),  # 题目里的例子：请求 0 带 3 个 token 的缓存前缀
         ([6], [1], 4, 2, 8),  # 只送 1 个 token（像 decode）
-        ([5, 0, 12], [3, 4, 1], 9, 3, 64),  # SmolLM2 的头布局：9 个 query 头、3 个 KV 头
+        (
+            [5, 0, 12],
+            [3, 4, 1],
+            9,
+            3,
+            64,
+        ),  # SmolLM2 的头布局：9 个 query 头、3 个 KV 头
         ([0, 7], [5, 6], 16, 8, 32),  # tiny Qwen3 的头布局：16 对 8
     ]
     for cached, ext, hq, hkv, d in fixed:
@@ -212,7 +284,9 @@ def run(mod: object) -> None:
         n = rng.randint(1, 4)
         cached = [rng.choice([0, rng.randint(1, 30)]) for _ in range(n)]
         ext = [rng.choice([1, rng.randint(1, 12)]) for _ in range(n)]
-        if not any(c > 0 and e > 1 for c, e in zip(cached, ext)):  # 每批都有“带缓存、多个新 token”的请求
+        if not any(
+            c > 0 and e > 1 for c, e in zip(cached, ext)
+        ):  # 每批都有“带缓存、多个新 token”的请求
             cached[0], ext[0] = rng.randint(1, 30), rng.randint(2, 12)
         hkv = rng.choice([1, 2, 4])
         hq = hkv * rng.choice([1, 2, 3, 4])

@@ -50,7 +50,13 @@ def decode_attention(
         )
     for b, n in enumerate(seq_lens):
         if not (1 <= n <= page_table.shape[1]):
-            raise ValueError(f"seq_lens[{b}] = {n}，应该在 [1, {page_table.shape[1]}] 里（页表的列数）")
+            raise ValueError(
+                f"seq_lens[{b}] = {n}，应该在 [1, {page_table.shape[1]}] 里（页表的列数）"
+            )
     if q.shape[1] % k_buf.shape[1] != 0:
-        raise ValueError(f"query 头数 {q.shape[1]} 不是 KV 头数 {k_buf.shape[1]} 的倍数")
-    return padded_attention(q, *gather_padded(k_buf, v_buf, page_table, table_idx, seq_lens))
+        raise ValueError(
+            f"query 头数 {q.shape[1]} 不是 KV 头数 {k_buf.shape[1]} 的倍数"
+        )
+    return padded_attention(
+        q, *gather_padded(k_buf, v_buf, page_table, table_idx, seq_lens)
+    )

@@ -14,8 +14,18 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # 找到 practice/judgekit.py
-from judgekit import CheckFailed, check, check_close, check_raises, check_tensor, main, require
+sys.path.insert(
+    0, str(Path(__file__).resolve().parent.parent)
+)  # 找到 practice/judgekit.py
+from judgekit import (
+    CheckFailed,
+    check,
+    check_close,
+    check_raises,
+    check_tensor,
+    main,
+    require,
+)
 
 SEED = 1717
 GARBAGE = 300.0  # 补齐位置、没用到的槽位里的数有这么大：没挡住一定看得出来
@@ -39,7 +49,10 @@ def ref_one(qv, keys, vals, *, head_map="interleave", scale=None):
         top = max(scores)
         weights = [math.exp(s - top) for s in scores]
         total = sum(weights)
-        out[h] = torch.tensor([w / total for w in weights], dtype=torch.float64) @ vals[:, kv].double()
+        out[h] = (
+            torch.tensor([w / total for w in weights], dtype=torch.float64)
+            @ vals[:, kv].double()
+        )
     return out
 
 
@@ -115,7 +128,9 @@ def random_padded(gen, seq_lens, hq, hkv, d, dtype):
 
 
 def fill_padding(gen, t: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
-    garbage = (torch.rand(t.shape, generator=gen, dtype=torch.float64) * 2 - 1) * GARBAGE
+    garbage = (
+        torch.rand(t.shape, generator=gen, dtype=torch.float64) * 2 - 1
+    ) * GARBAGE
     out = t.clone()
     pad = ~valid
     out[pad] = garbage.to(t.dtype)[pad]
@@ -125,8 +140,14 @@ def fill_padding(gen, t: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
 def guess_padded(got, q, k, v, valid) -> str:
     d = q.shape[-1]
     guesses = [
-        ({"use_mask": False}, "补出来的位置没挡住：它们也参与了 softmax（检查 attn_mask / masked_fill）"),
-        ({"head_map": "modulo"}, "GQA 的分组不对：query 头 h 应该用 KV 头 h // group（repeat_interleave），你的像是 h % Hkv"),
+        (
+            {"use_mask": False},
+            "补出来的位置没挡住：它们也参与了 softmax（检查 attn_mask / masked_fill）",
+        ),
+        (
+            {"head_map": "modulo"},
+            "GQA 的分组不对：query 头 h 应该用 KV 头 h // group（repeat_interleave），你的像是 h % Hkv",
+        ),
         ({"scale": 1.0}, "像是忘了乘 D ** -0.5"),
         ({"scale": 1.0 / d}, "缩放应该是 D ** -0.5，你的像是 1/D"),
     ]
@@ -152,16 +173,25 @@ def check_padded(mod, gen, seq_lens, hq, hkv, d, dtype) -> None:
         except CheckFailed as e:
             raise CheckFailed(f"{e}\n  输入：{context}") from None
         for name, t, orig in zip(("q", "k", "v", "valid"), (q, kg, vg, valid), inputs):
-            check(torch.equal(t, orig), f"padded_attention 改动了传进来的 {name}，它应该只读\n  输入：{context}")
+            check(
+                torch.equal(t, orig),
+                f"padded_attention 改动了传进来的 {name}，它应该只读\n  输入：{context}",
+            )
         check_one_call(counter, "padded_attention", len(seq_lens))
         try:
             check_close(got, want, what, atol=1e-5, rtol=1e-4)
         except CheckFailed as e:
-            b = int((~torch.isclose(got.double(), want.double(), atol=1e-5, rtol=1e-4)).nonzero()[0, 0])
+            b = int(
+                (
+                    ~torch.isclose(got.double(), want.double(), atol=1e-5, rtol=1e-4)
+                ).nonzero()[0, 0]
+            )
             where = f"\n  第一个出错的是第 {b} 个请求（{seq_lens[b]} 个真实的 key，补到 {max(seq_lens)}）"
             if attempt == 1:
                 where += "；补齐位置换了一批随机数，结果就变了——补出来的位置没完全挡住"
-            raise CheckFailed(f"{e}{where}\n  输入：{context}" + guess_padded(got, q, kg, vg, valid)) from None
+            raise CheckFailed(
+                f"{e}{where}\n  输入：{context}" + guess_padded(got, q, kg, vg, valid)
+            ) from None
 
 
 # ---------------------------------------------------------------------------
@@ -171,7 +201,13 @@ def check_padded(mod, gen, seq_lens, hq, hkv, d, dtype) -> None:
 
 class Pool:
     def __init__(self, gen, rng, seq_lens, hq, hkv, d, dtype):
-        self.seq_lens, self.hq, self.hkv, self.d, self.dtype = list(seq_lens), hq, hkv, d, dtype
+        self.seq_lens, self.hq, self.hkv, self.d, self.dtype = (
+            list(seq_lens),
+            hq,
+            hkv,
+            d,
+            dtype,
+        )
         B = len(seq_lens)
         page_size = rng.choice([1, 2, 4, 16])
         num_pages = sum(-(-n // page_size) for n in seq_lens) + rng.randint(1, 3)
@@ -180,7 +216,9 @@ class Pool:
         rng.shuffle(free)
         num_rows = B + rng.randint(0, 2)
         max_len = max(seq_lens) + rng.randint(0, 4)
-        table = [[rng.randrange(num_slots) for _ in range(max_len)] for _ in range(num_rows)]
+        table = [
+            [rng.randrange(num_slots) for _ in range(max_len)] for _ in range(num_rows)
+        ]
         self.table_idx = rng.sample(range(num_rows), B)
         used = set()
         for row, n in zip(self.table_idx, seq_lens):
@@ -189,7 +227,9 @@ class Pool:
                     page = free.pop()
                 table[row][pos] = page * page_size + pos % page_size
                 used.add(table[row][pos])
-        self.page_table = torch.tensor(table, dtype=rng.choice([torch.int32, torch.int64]))
+        self.page_table = torch.tensor(
+            table, dtype=rng.choice([torch.int32, torch.int64])
+        )
         self.q = torch.randn(B, hq, d, generator=gen, dtype=torch.float64).to(dtype)
         k = torch.randn(num_slots, hkv, d, generator=gen, dtype=torch.float64)
         v = torch.randn(num_slots, hkv, d, generator=gen, dtype=torch.float64)
@@ -200,7 +240,14 @@ class Pool:
         self.page_size = page_size
 
     def args(self):
-        return self.q, self.k_buf, self.v_buf, self.page_table, list(self.table_idx), list(self.seq_lens)
+        return (
+            self.q,
+            self.k_buf,
+            self.v_buf,
+            self.page_table,
+            list(self.table_idx),
+            list(self.seq_lens),
+        )
 
     def describe(self) -> str:
         return (
@@ -237,7 +284,9 @@ def check_gather(mod, pool: Pool) -> None:
         slots = rows[row][:n]
         for name, got_t, buf in (("k", k, k_buf), ("v", v, v_buf)):
             if not torch.equal(got_t[b, :n], buf[slots]):
-                j = int((got_t[b, :n] != buf[slots]).reshape(n, -1).any(dim=1).nonzero()[0])
+                j = int(
+                    (got_t[b, :n] != buf[slots]).reshape(n, -1).any(dim=1).nonzero()[0]
+                )
                 check(
                     False,
                     f"{call} 返回的 {name}[{b}, {j}] 不对：应该是槽位 page_table[table_idx[{b}], {j}] = {slots[j]} 的内容"
@@ -252,17 +301,28 @@ def check_decode(mod, pool: Pool) -> None:
         got = mod.decode_attention(*pool.args())
     what = "decode_attention(...) 的返回值"
     try:
-        check_tensor(got, what, shape=(len(pool.seq_lens), pool.hq, pool.d), dtype=pool.dtype)
+        check_tensor(
+            got, what, shape=(len(pool.seq_lens), pool.hq, pool.d), dtype=pool.dtype
+        )
     except CheckFailed as e:
         raise CheckFailed(f"{e}\n  输入：{context}") from None
-    for name, t, orig in zip(("q", "k_buf", "v_buf", "page_table"), pool.args()[:4], inputs):
-        check(torch.equal(t, orig), f"decode_attention 改动了传进来的 {name}，它应该只读\n  输入：{context}")
+    for name, t, orig in zip(
+        ("q", "k_buf", "v_buf", "page_table"), pool.args()[:4], inputs
+    ):
+        check(
+            torch.equal(t, orig),
+            f"decode_attention 改动了传进来的 {name}，它应该只读\n  输入：{context}",
+        )
     check_one_call(counter, "decode_attention", len(pool.seq_lens))
     want = ref_decode(*pool.args())
     try:
         check_close(got, want, what, atol=1e-5, rtol=1e-4)
     except CheckFailed as e:
-        b = int((~torch.isclose(got.double(), want.double(), atol=1e-5, rtol=1e-4)).nonzero()[0, 0])
+        b = int(
+            (
+                ~torch.isclose(got.double(), want.double(), atol=1e-5, rtol=1e-4)
+            ).nonzero()[0, 0]
+        )
         raise CheckFailed(
             f"{e}\n  第一个出错的是第 {b} 个请求（{pool.seq_lens[b]} 个 key）\n  输入：{context}"
         ) from None
@@ -276,18 +336,35 @@ def check_bad_arguments(mod, gen, rng) -> None:
         ((q, k_buf, v_buf, table, idx[:1], seq_lens), "table_idx 只有 1 个，q 有 2 行"),
         ((q, k_buf, v_buf, table, idx, [3, 5, 2]), "seq_lens 有 3 个，q 有 2 行"),
         ((q, k_buf, v_buf, table, idx, [3, 0]), "有一个请求 seq_len 是 0"),
-        ((q, k_buf, v_buf, table, idx, [3, max_len + 1]), f"seq_len 超过了页表的 {max_len} 列"),
-        ((q[:, :3], k_buf, v_buf, table, idx, seq_lens), "3 个 query 头不是 2 个 KV 头的倍数"),
+        (
+            (q, k_buf, v_buf, table, idx, [3, max_len + 1]),
+            f"seq_len 超过了页表的 {max_len} 列",
+        ),
+        (
+            (q[:, :3], k_buf, v_buf, table, idx, seq_lens),
+            "3 个 query 头不是 2 个 KV 头的倍数",
+        ),
     ]
     for args, why in bad:
-        check_raises(ValueError, mod.decode_attention, *args, what=f"decode_attention(...)（{why}）")
+        check_raises(
+            ValueError,
+            mod.decode_attention,
+            *args,
+            what=f"decode_attention(...)（{why}）",
+        )
 
 
 def random_shapes(rng: random.Random):
     hkv = rng.choice([1, 2, 4])
     seq_lens = [rng.choice([1, rng.randint(1, 60)]) for _ in range(rng.randint(1, 8))]
     hq = hkv * rng.choice([1, 2, 3, 4])
-    return seq_lens, hq, hkv, rng.choice([8, 16, 32]), rng.choice([torch.float32, torch.float64])
+    return (
+        seq_lens,
+        hq,
+        hkv,
+        rng.choice([8, 16, 32]),
+        rng.choice([torch.float32, torch.float64]),
+    )
 
 
 def run(mod: object) -> None:

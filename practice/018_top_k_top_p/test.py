@@ -11,7 +11,9 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # 找到 practice/judgekit.py
+sys.path.insert(
+    0, str(Path(__file__).resolve().parent.parent)
+)  # 找到 practice/judgekit.py
 from judgekit import check, check_raises, check_tensor, main, require
 
 SEED = 18
@@ -27,14 +29,26 @@ NEG_INF = float("-inf")
 # ---------------------------------------------------------------------------
 
 
-def ref_row(row: torch.Tensor, k: int, p: float, *, ties: str = "small_first", order: str = "k_then_p", crossing: bool = True):
+def ref_row(
+    row: torch.Tensor,
+    k: int,
+    p: float,
+    *,
+    ties: str = "small_first",
+    order: str = "k_then_p",
+    crossing: bool = True,
+):
     """返回这一行留下的 token（bool [V]），以及 top-p 边界（用来挑安全的 p）。"""
     x = row.double()
     V = x.shape[0]
     ids = torch.arange(V)
     bigger = x[:, None] > x[None, :]
     tie = x[:, None] == x[None, :]
-    first = ids[:, None] < ids[None, :] if ties == "small_first" else ids[:, None] > ids[None, :]
+    first = (
+        ids[:, None] < ids[None, :]
+        if ties == "small_first"
+        else ids[:, None] > ids[None, :]
+    )
     ahead = bigger | (tie & first)  # ahead[i, j]：i 排在 j 前面
     rank = ahead.sum(dim=0)
     keep_k = rank < (V if k == -1 or k >= V else k)
@@ -55,7 +69,10 @@ def ref_row(row: torch.Tensor, k: int, p: float, *, ties: str = "small_first", o
 
 def ref_filter(logits, top_k, top_p, **kwargs) -> torch.Tensor:
     keep = torch.stack(
-        [ref_row(logits[b], int(top_k[b]), float(top_p[b]), **kwargs)[0] for b in range(logits.shape[0])]
+        [
+            ref_row(logits[b], int(top_k[b]), float(top_p[b]), **kwargs)[0]
+            for b in range(logits.shape[0])
+        ]
     )
     return keep
 
@@ -93,7 +110,10 @@ def random_case(gen, rng, B: int, V: int):
     logits = random_logits(gen, rng, B, V, dtype)
     ks = [rng.choice([-1, -1, 1, 2, rng.randint(1, V), V, V + 5]) for _ in range(B)]
     p_dtype = rng.choice([torch.float32, torch.float64])
-    ps = [1.0 if rng.random() < 0.3 else safe_p(rng, logits[b], ks[b], p_dtype) for b in range(B)]
+    ps = [
+        1.0 if rng.random() < 0.3 else safe_p(rng, logits[b], ks[b], p_dtype)
+        for b in range(B)
+    ]
     top_k = torch.tensor(ks, dtype=rng.choice([torch.int32, torch.int64]))
     top_p = torch.tensor(ps, dtype=p_dtype)
     return logits, top_k, top_p
@@ -110,15 +130,28 @@ def ids_of(mask: torch.Tensor) -> list[int]:
 
 def describe_row(logits, top_k, top_p, b: int) -> str:
     row = logits[b].tolist()
-    text = repr([round(x, 4) for x in row]) if len(row) <= 12 else f"（{len(row)} 个 logit，略）"
+    text = (
+        repr([round(x, 4) for x in row])
+        if len(row) <= 12
+        else f"（{len(row)} 个 logit，略）"
+    )
     return f"第 {b} 行：logits = {text}，top_k = {int(top_k[b])}，top_p = {float(top_p[b]):.6g}"
 
 
 def guess_row(logits, top_k, top_p, b: int, got_row: torch.Tensor) -> str:
     guesses = [
-        ({"order": "p_then_k"}, "top-p 的概率要在 top-k 剩下的 token 上重新 softmax 再算，你的像是用了全部 token 的概率"),
-        ({"crossing": False}, "越过 p 的那个 token 也要留下：留下的是概率之和 >= p 的最短前缀（排在它前面的之和 < p 就留下）"),
-        ({"ties": "large_first"}, "logit 并列时要让 id 小的排在前面（torch.sort(..., stable=True)），你的像是 id 大的在前"),
+        (
+            {"order": "p_then_k"},
+            "top-p 的概率要在 top-k 剩下的 token 上重新 softmax 再算，你的像是用了全部 token 的概率",
+        ),
+        (
+            {"crossing": False},
+            "越过 p 的那个 token 也要留下：留下的是概率之和 >= p 的最短前缀（排在它前面的之和 < p 就留下）",
+        ),
+        (
+            {"ties": "large_first"},
+            "logit 并列时要让 id 小的排在前面（torch.sort(..., stable=True)），你的像是 id 大的在前",
+        ),
     ]
     for kwargs, why in guesses:
         alt, _ = ref_row(logits[b], int(top_k[b]), float(top_p[b]), **kwargs)
@@ -133,12 +166,16 @@ def check_case(mod, logits, top_k, top_p) -> None:
     call = f"top_k_top_p_filter(logits[{B}, {V}] {logits.dtype}, top_k, top_p)"
     got = mod.top_k_top_p_filter(logits, top_k, top_p)
     check_tensor(got, f"{call} 的返回值", shape=(B, V), dtype=logits.dtype)
-    for name, t, orig in zip(("logits", "top_k", "top_p"), (logits, top_k, top_p), inputs):
+    for name, t, orig in zip(
+        ("logits", "top_k", "top_p"), (logits, top_k, top_p), inputs
+    ):
         check(torch.equal(t, orig), f"{call} 改动了传进来的 {name}，它应该只读")
     want_keep = ref_filter(logits, top_k, top_p)
     for b in range(B):
         context = describe_row(logits, top_k, top_p, b)
-        check(not bool(torch.isnan(got[b]).any()), f"{call} 的返回值里有 nan\n  {context}")
+        check(
+            not bool(torch.isnan(got[b]).any()), f"{call} 的返回值里有 nan\n  {context}"
+        )
         # 留下的位置必须是原来的 logit（一位不差），没留下的位置必须是 -inf
         ok = (got[b] == logits[b]) | torch.isneginf(got[b])
         check(
@@ -185,7 +222,12 @@ def check_bad_arguments(mod) -> None:
         ((logits, k, torch.tensor([1.0, float("nan"), 0.9])), "top_p 有一个是 nan"),
     ]
     for args, why in bad:
-        check_raises(ValueError, mod.top_k_top_p_filter, *args, what=f"top_k_top_p_filter(...)（{why}）")
+        check_raises(
+            ValueError,
+            mod.top_k_top_p_filter,
+            *args,
+            what=f"top_k_top_p_filter(...)（{why}）",
+        )
 
 
 def run(mod: object) -> None:

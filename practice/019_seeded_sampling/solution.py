@@ -9,9 +9,13 @@ import torch
 # ---------------------------------------------------------------------------
 
 
-def _check_arguments(logits: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor) -> None:
+def _check_arguments(
+    logits: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor
+) -> None:
     if logits.dim() != 2:
-        raise ValueError(f"logits 应该是 [B, V] 的二维张量，现在的形状是 {tuple(logits.shape)}")
+        raise ValueError(
+            f"logits 应该是 [B, V] 的二维张量，现在的形状是 {tuple(logits.shape)}"
+        )
     B = logits.shape[0]
     if tuple(top_k.shape) != (B,) or tuple(top_p.shape) != (B,):
         raise ValueError(
@@ -37,8 +41,12 @@ def top_k_top_p_filter(
     keep = rank < k[:, None]
 
     # top-p：在 top-k 剩下的 token 上重新归一化，排在它前面的概率之和 < p 才留下
-    probs = torch.softmax(sorted_logits.masked_fill(~keep, float("-inf")).double(), dim=-1)
-    ahead = torch.cumsum(probs, dim=-1) - probs  # 前面（不含自己）的概率之和；第一名恰好是 0
+    probs = torch.softmax(
+        sorted_logits.masked_fill(~keep, float("-inf")).double(), dim=-1
+    )
+    ahead = (
+        torch.cumsum(probs, dim=-1) - probs
+    )  # 前面（不含自己）的概率之和；第一名恰好是 0
     ahead[:, 0] = 0.0
     p = top_p.double()[:, None]
     keep &= (p >= 1) | (ahead < p)  # p = 1 表示不限制（浮点误差不会误删最后几个）

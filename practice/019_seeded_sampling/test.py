@@ -13,8 +13,18 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # 找到 practice/judgekit.py
-from judgekit import CheckFailed, check, check_equal, check_raises, check_tensor, main, require
+sys.path.insert(
+    0, str(Path(__file__).resolve().parent.parent)
+)  # 找到 practice/judgekit.py
+from judgekit import (
+    CheckFailed,
+    check,
+    check_equal,
+    check_raises,
+    check_tensor,
+    main,
+    require,
+)
 
 SEED = 19
 NEG_INF = float("-inf")
@@ -30,7 +40,9 @@ def ref_keep(x: torch.Tensor, k: int, p: float) -> torch.Tensor:
     """一行 float64 logits 过滤后留下的 token（bool [V]）。"""
     V = x.shape[0]
     ids = torch.arange(V)
-    ahead = (x[:, None] > x[None, :]) | ((x[:, None] == x[None, :]) & (ids[:, None] < ids[None, :]))
+    ahead = (x[:, None] > x[None, :]) | (
+        (x[:, None] == x[None, :]) & (ids[:, None] < ids[None, :])
+    )
     rank = ahead.sum(dim=0)
     keep = rank < (V if k == -1 or k >= V else k)
     if p >= 1:
@@ -40,7 +52,9 @@ def ref_keep(x: torch.Tensor, k: int, p: float) -> torch.Tensor:
     return keep & (mass_ahead < p)
 
 
-def ref_probs(row: torch.Tensor, t: float, k: int, p: float, *, order: str = "temp_first") -> torch.Tensor:
+def ref_probs(
+    row: torch.Tensor, t: float, k: int, p: float, *, order: str = "temp_first"
+) -> torch.Tensor:
     """采样行的目标分布（float64）。order 只用来在出错时猜你错在哪里。"""
     x = row.double()
     if order == "temp_first":
@@ -76,7 +90,9 @@ def chi_square(counts: list[int], probs: list[float]) -> tuple[float, int]:
             small_exp += n * q
     if small_exp > 0 or small_obs > 0:
         cells.append((small_obs, small_exp))
-    stat = sum((o - e) ** 2 / e if e > 0 else (math.inf if o else 0.0) for o, e in cells)
+    stat = sum(
+        (o - e) ** 2 / e if e > 0 else (math.inf if o else 0.0) for o, e in cells
+    )
     return stat, max(len(cells) - 1, 1)
 
 
@@ -86,7 +102,9 @@ def away_from_boundaries(x: torch.Tensor, k: int, p: float) -> float:
         return p
     V = x.shape[0]
     ids = torch.arange(V)
-    ahead = (x[:, None] > x[None, :]) | ((x[:, None] == x[None, :]) & (ids[:, None] < ids[None, :]))
+    ahead = (x[:, None] > x[None, :]) | (
+        (x[:, None] == x[None, :]) & (ids[:, None] < ids[None, :])
+    )
     keep = ahead.sum(dim=0) < (V if k == -1 or k >= V else k)
     probs = torch.softmax(torch.where(keep, x, torch.full_like(x, NEG_INF)), dim=0)
     bounds = (probs[:, None] * (ahead & keep[:, None])).sum(dim=0)[keep].tolist()
@@ -118,8 +136,17 @@ def call_sample(mod, logits, temps, top_k, top_p, seed: int) -> torch.Tensor:
             "softmax 之后整行都是 nan。先分出贪心行，只对要采样的行除以温度"
         ) from None
     B = logits.shape[0]
-    check_tensor(got, f"sample(logits[{B}, {logits.shape[1]}], ...) 的返回值", shape=(B,), dtype=torch.int64)
-    for name, t, orig in zip(("logits", "temperatures", "top_k", "top_p"), (logits, temps, top_k, top_p), inputs):
+    check_tensor(
+        got,
+        f"sample(logits[{B}, {logits.shape[1]}], ...) 的返回值",
+        shape=(B,),
+        dtype=torch.int64,
+    )
+    for name, t, orig in zip(
+        ("logits", "temperatures", "top_k", "top_p"),
+        (logits, temps, top_k, top_p),
+        inputs,
+    ):
         check(torch.equal(t, orig), f"sample 改动了传进来的 {name}，它应该只读")
     V = logits.shape[1]
     check(
@@ -137,8 +164,12 @@ def check_greedy(mod, gen, rng) -> None:
     # 全是贪心行：温度为 0，或者 top_k 为 1（温度不为 0）
     B, V = 12, 20
     logits = tied_logits(gen, B, V)
-    temps = torch.tensor([0.0 if b % 2 == 0 else rng.uniform(0.3, 2.0) for b in range(B)])
-    top_k = torch.tensor([rng.choice([-1, 3, 1]) if b % 2 == 0 else 1 for b in range(B)])
+    temps = torch.tensor(
+        [0.0 if b % 2 == 0 else rng.uniform(0.3, 2.0) for b in range(B)]
+    )
+    top_k = torch.tensor(
+        [rng.choice([-1, 3, 1]) if b % 2 == 0 else 1 for b in range(B)]
+    )
     top_p = torch.tensor([rng.choice([1.0, 0.5]) for _ in range(B)])
     got = call_sample(mod, logits, temps, top_k, top_p, seed=1)
     for b in range(B):
@@ -164,7 +195,9 @@ def check_mixed(mod, gen, rng) -> None:
     ps = [rng.choice([1.0, 0.9]) for _ in kinds]
     for b, kind in enumerate(kinds):
         if kind == "sample":
-            ps[b] = away_from_boundaries(logits[b].double() / float(temps[b]), int(top_k[b]), ps[b])
+            ps[b] = away_from_boundaries(
+                logits[b].double() / float(temps[b]), int(top_k[b]), ps[b]
+            )
     top_p = torch.tensor(ps)
     for seed in (3, 4, 5):
         got = call_sample(mod, logits, temps, top_k, top_p, seed)
@@ -176,7 +209,10 @@ def check_mixed(mod, gen, rng) -> None:
                     continue
                 t, k, p = float(temps[b]), int(top_k[b]), float(top_p[b])
                 hint = ""
-                if float(ref_probs(logits[b], t, k, p, order="no_temp")[int(got[b])]) > 0:
+                if (
+                    float(ref_probs(logits[b], t, k, p, order="no_temp")[int(got[b])])
+                    > 0
+                ):
                     hint = (
                         "\n  看起来：top-p 用的是没除以温度的分布（先过滤、后除以温度，或者根本没除）；"
                         "要先除以温度，再在新的分布上过滤"
@@ -250,7 +286,12 @@ def check_statistics(mod, gen, rng) -> None:
         ps += [p] * DRAWS
     logits = torch.cat(rows).contiguous()
     got = call_sample(
-        mod, logits, torch.tensor(temps), torch.tensor(ks), torch.tensor(ps), seed=rng.randrange(2**31)
+        mod,
+        logits,
+        torch.tensor(temps),
+        torch.tensor(ks),
+        torch.tensor(ps),
+        seed=rng.randrange(2**31),
     )
     for i, (t, k, p) in enumerate(configs):
         row = logits[i * DRAWS]
@@ -262,8 +303,16 @@ def check_statistics(mod, gen, rng) -> None:
         outside = [tok for tok in range(V) if counts[tok] and not allowed[tok]]
         if outside:
             hint = ""
-            for order, why in (("filter_first", "像是先过滤、后除以温度：top-p 要在除以温度之后的分布上算"), ("no_temp", "像是没有除以温度")):
-                if all(ref_probs(row, t, k, p, order=order)[tok] > 0 for tok in outside):
+            for order, why in (
+                (
+                    "filter_first",
+                    "像是先过滤、后除以温度：top-p 要在除以温度之后的分布上算",
+                ),
+                ("no_temp", "像是没有除以温度"),
+            ):
+                if all(
+                    ref_probs(row, t, k, p, order=order)[tok] > 0 for tok in outside
+                ):
                     hint = f"\n  看起来：{why}"
                     break
             check(
@@ -276,8 +325,13 @@ def check_statistics(mod, gen, rng) -> None:
         if stat > chi_bound(df):
             expected = [round(q * DRAWS, 1) for q in want.tolist()]
             hint = ""
-            for order, why in (("no_temp", "像是没有除以温度"), ("filter_first", "像是先过滤、后除以温度")):
-                alt_stat, alt_df = chi_square(counts, ref_probs(row, t, k, p, order=order).tolist())
+            for order, why in (
+                ("no_temp", "像是没有除以温度"),
+                ("filter_first", "像是先过滤、后除以温度"),
+            ):
+                alt_stat, alt_df = chi_square(
+                    counts, ref_probs(row, t, k, p, order=order).tolist()
+                )
                 if alt_stat <= chi_bound(alt_df):
                     hint = f"\n  看起来：{why}"
                     break
@@ -298,8 +352,19 @@ def check_bad_arguments(mod) -> None:
     bad = [
         ((logits, torch.tensor([1.0, -0.5, 1.0]), k, p), "有一个温度是负数"),
         ((logits, torch.tensor([1.0, float("nan"), 1.0]), k, p), "有一个温度是 nan"),
-        ((logits, torch.tensor([1.0, 1.0]), k, p), "temperatures 只有 2 个，logits 有 3 行"),
-        ((torch.zeros(8), torch.tensor([1.0]), torch.tensor([-1]), torch.tensor([1.0])), "logits 是一维的"),
+        (
+            (logits, torch.tensor([1.0, 1.0]), k, p),
+            "temperatures 只有 2 个，logits 有 3 行",
+        ),
+        (
+            (
+                torch.zeros(8),
+                torch.tensor([1.0]),
+                torch.tensor([-1]),
+                torch.tensor([1.0]),
+            ),
+            "logits 是一维的",
+        ),
     ]
     for args, why in bad:
         check_raises(ValueError, mod.sample, *args, g, what=f"sample(...)（{why}）")

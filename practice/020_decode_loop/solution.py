@@ -45,5 +45,8 @@ def generate_batch(
             outputs[i].append(token)
         running = [i for i in running if not finished(i)]  # 保持 req_id 从小到大
         # 下一步只送每个还在跑的请求上一步选出的 token；它前面的都在缓存里了
-        batch = [(i, [outputs[i][-1]], len(prompts[i]) + len(outputs[i]) - 1) for i in running]
+        batch = [
+            (i, [outputs[i][-1]], len(prompts[i]) + len(outputs[i]) - 1)
+            for i in running
+        ]
     return outputs, batch_sizes

@@ -10,8 +10,19 @@ import random
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # 找到 practice/judgekit.py
-from judgekit import check, check_equal, check_int_list, check_raises, check_type, main, require, short
+sys.path.insert(
+    0, str(Path(__file__).resolve().parent.parent)
+)  # 找到 practice/judgekit.py
+from judgekit import (
+    check,
+    check_equal,
+    check_int_list,
+    check_raises,
+    check_type,
+    main,
+    require,
+    short,
+)
 
 SEED = 2020
 MAX_CALLS = 2000  # 假模型被调用这么多次还没停，多半是循环停不下来
@@ -42,7 +53,12 @@ class Setup:
 
     def __init__(self, prompts, max_tokens, eos_id, ignore_eos, vocab, salt) -> None:
         self.prompts, self.max_tokens = prompts, max_tokens
-        self.eos_id, self.ignore_eos, self.vocab, self.salt = eos_id, ignore_eos, vocab, salt
+        self.eos_id, self.ignore_eos, self.vocab, self.salt = (
+            eos_id,
+            ignore_eos,
+            vocab,
+            salt,
+        )
 
     def token(self, rid: int, seq: list[int]) -> int:
         return next_token(seq, self.salt + rid, self.vocab, self.eos_id)
@@ -101,16 +117,23 @@ class FakeModel:
         self.setup = setup
         self.context = setup.describe()
         self.cache: dict[int, list[int]] = {}
-        self.generated: dict[int, list[int]] = {i: [] for i in range(len(setup.prompts))}
+        self.generated: dict[int, list[int]] = {
+            i: [] for i in range(len(setup.prompts))
+        }
         self.calls = 0
 
     def __call__(self, batch):
         self.calls += 1
         k = self.calls
         where = f"{self.context}\n  第 {k} 次调用 step"
-        check(k <= MAX_CALLS, f"{self.context}：step 已经被调用了 {MAX_CALLS} 次，循环是不是停不下来？")
+        check(
+            k <= MAX_CALLS,
+            f"{self.context}：step 已经被调用了 {MAX_CALLS} 次，循环是不是停不下来？",
+        )
         check_type(batch, list, f"第 {k} 次调用 step 时的 batch")
-        check(batch, f"{where} 时 batch 是空的：一个请求都不剩时就该停下，不要再调用 step")
+        check(
+            batch, f"{where} 时 batch 是空的：一个请求都不剩时就该停下，不要再调用 step"
+        )
         items = []
         for j, item in enumerate(batch):
             check(
@@ -123,12 +146,22 @@ class FakeModel:
             check_type(start, int, f"第 {k} 次调用 step 时第 {j} 项的 start")
             items.append((rid, list(tokens), start))
         rids = [rid for rid, _, _ in items]
-        got_text = "[" + ", ".join(item_text(it) for it in items[:6]) + (", …" if len(items) > 6 else "") + "]"
+        got_text = (
+            "["
+            + ", ".join(item_text(it) for it in items[:6])
+            + (", …" if len(items) > 6 else "")
+            + "]"
+        )
 
         if k == 1:
             want = [(i, list(p), 0) for i, p in enumerate(self.setup.prompts)]
             if items != want:
-                want_text = "[" + ", ".join(item_text(it) for it in want[:6]) + (", …" if len(want) > 6 else "") + "]"
+                want_text = (
+                    "["
+                    + ", ".join(item_text(it) for it in want[:6])
+                    + (", …" if len(want) > 6 else "")
+                    + "]"
+                )
                 check(
                     False,
                     f"{where}：第一次调用应该是所有请求的 prefill，按 req_id 从小到大，每项 (i, prompts[i], 0)\n"
@@ -150,7 +183,9 @@ class FakeModel:
                     f"{where}：请求 {rid} {reason}，已经结束了，不该再出现在批里"
                     f"（它的输出：{self.generated[rid]}）\n  你的 batch：{got_text}",
                 )
-            running = [i for i in self.generated if not self.setup.done(i, self.generated[i])]
+            running = [
+                i for i in self.generated if not self.setup.done(i, self.generated[i])
+            ]
             missing = [i for i in running if i not in rids]
             if missing:
                 rid = missing[0]
@@ -172,14 +207,18 @@ class FakeModel:
                 want_start = len(self.setup.prompts[rid]) + len(self.generated[rid]) - 1
                 if (tokens, start) != ([last], want_start):
                     lines = [
-                        f"{where}：请求 {rid} 应该是 ({rid}, [{last}], {want_start})——只送上一步选出的 {last}，"
-                        f"它的位置是 {want_start}（前面 {want_start} 个 token 都已经在缓存里了）",
+                        (
+                            f"{where}：请求 {rid} 应该是 ({rid}, [{last}], {want_start})——只送上一步选出的 {last}，"
+                            f"它的位置是 {want_start}（前面 {want_start} 个 token 都已经在缓存里了）"
+                        ),
                         f"  你的是 {item_text((rid, tokens, start))}",
                     ]
                     if start == 0 and len(tokens) > 1:
                         lines.append("  你把整段序列从头又送了一遍：KV 缓存白存了")
                     elif tokens == [last]:
-                        lines.append("  token 对了，start 不对：start = len(prompts[i]) + len(outputs[i]) - 1")
+                        lines.append(
+                            "  token 对了，start 不对：start = len(prompts[i]) + len(outputs[i]) - 1"
+                        )
                     check(False, "\n".join(lines))
 
         result = []
@@ -218,7 +257,9 @@ def check_run(generate_batch, setup: Setup) -> None:
         check_int_list(out, f"outputs[{i}]")
     check_int_list(batch_sizes, f"{context} 返回的 batch_sizes")
     want_outputs, want_sizes = ref_generate(setup)
-    check_equal(len(outputs), len(want_outputs), "outputs 的长度（每个请求一项）", context)
+    check_equal(
+        len(outputs), len(want_outputs), "outputs 的长度（每个请求一项）", context
+    )
     for i, (got, want) in enumerate(zip(outputs, want_outputs)):
         hint = ""
         eos = setup.eos_id
@@ -227,13 +268,26 @@ def check_run(generate_batch, setup: Setup) -> None:
             hint = f"\n  看起来：生成出 eos_id={eos} 时要把它也放进输出，再结束"
         elif ignore and eos in got and got == want[: len(got)]:
             hint = f"\n  看起来：请求 {i} 的 ignore_eos 是 True，生成出 eos_id 也不停，要一直生成到 max_tokens"
-        check_equal(got, want, f"outputs[{i}]（请求 {i} 新生成的 token）", context + hint)
-    check_equal(batch_sizes, want_sizes, "batch_sizes（每次调用 step 时批的大小）", context)
+        check_equal(
+            got, want, f"outputs[{i}]（请求 {i} 新生成的 token）", context + hint
+        )
+    check_equal(
+        batch_sizes, want_sizes, "batch_sizes（每次调用 step 时批的大小）", context
+    )
     check_equal(model.calls, len(want_sizes), "调用 step 的次数", context)
-    check_equal(setup.prompts, prompts_copy, "调用者传进来的 prompts（不应该被改动）", context)
-    check_equal(setup.max_tokens, max_copy, "调用者传进来的 max_tokens（不应该被改动）", context)
+    check_equal(
+        setup.prompts, prompts_copy, "调用者传进来的 prompts（不应该被改动）", context
+    )
+    check_equal(
+        setup.max_tokens, max_copy, "调用者传进来的 max_tokens（不应该被改动）", context
+    )
     if ignore_copy is not None:
-        check_equal(setup.ignore_eos, ignore_copy, "调用者传进来的 ignore_eos（不应该被改动）", context)
+        check_equal(
+            setup.ignore_eos,
+            ignore_copy,
+            "调用者传进来的 ignore_eos（不应该被改动）",
+            context,
+        )
 
 
 class ScriptedModel:
@@ -272,18 +326,35 @@ def check_example(generate_batch) -> None:
 
 
 def never_called(batch):
-    check(False, f"参数不对时应该在调用 step 之前就抛 ValueError，你却调用了 step({short(batch)})")
+    check(
+        False,
+        f"参数不对时应该在调用 step 之前就抛 ValueError，你却调用了 step({short(batch)})",
+    )
 
 
 def check_bad_arguments(generate_batch) -> None:
     bad = [
-        (([[1, 2], [3]], [2], never_called), {}, "max_tokens 只有 1 个，prompts 有 2 个"),
+        (
+            ([[1, 2], [3]], [2], never_called),
+            {},
+            "max_tokens 只有 1 个，prompts 有 2 个",
+        ),
         (([[1, 2], []], [2, 2], never_called), {}, "第 2 个提示词是空的"),
         (([[1, 2], [3]], [2, 0], never_called), {}, "有一个 max_tokens 是 0"),
-        (([[1, 2], [3]], [2, 2], never_called), {"eos_id": 0, "ignore_eos": [True]}, "ignore_eos 只有 1 个"),
+        (
+            ([[1, 2], [3]], [2, 2], never_called),
+            {"eos_id": 0, "ignore_eos": [True]},
+            "ignore_eos 只有 1 个",
+        ),
     ]
     for args, kwargs, why in bad:
-        check_raises(ValueError, generate_batch, *args, what=f"generate_batch(...)（{why}）", **kwargs)
+        check_raises(
+            ValueError,
+            generate_batch,
+            *args,
+            what=f"generate_batch(...)（{why}）",
+            **kwargs,
+        )
     got = generate_batch([], [], never_called, eos_id=3)
     check_equal(got, ([], []), "generate_batch([], [], step)（没有请求）的返回值")
 
@@ -291,7 +362,9 @@ def check_bad_arguments(generate_batch) -> None:
 def random_setup(rng: random.Random) -> Setup:
     n = rng.randint(1, 8)
     vocab = rng.randint(4, 40)
-    prompts = [[rng.randrange(vocab) for _ in range(rng.randint(1, 12))] for _ in range(n)]
+    prompts = [
+        [rng.randrange(vocab) for _ in range(rng.randint(1, 12))] for _ in range(n)
+    ]
     max_tokens = [rng.choice([1, rng.randint(1, 20)]) for _ in range(n)]
     eos_id = rng.choice([None, rng.randrange(vocab), rng.randrange(vocab)])
     ignore_eos = None if rng.random() < 0.5 else [rng.random() < 0.3 for _ in range(n)]
