@@ -53,12 +53,17 @@ class Sampler:
             return logits.argmax(dim=-1).to(torch.int32)
         assert args.temperatures is not None and args.top_k is not None and args.top_p is not None
         # 降序排一次，top-k 和 top-p 都在排好的序列上做
-        sorted_logits, order = (logits.float() / args.temperatures[:, None]).sort(dim=-1, descending=True)
+        # stable=True：并列的 token 按 id 从小到大排，同样的输入总是同样的结果
+        scaled = logits.float() / args.temperatures[:, None]
+        sorted_logits, order = scaled.sort(dim=-1, descending=True, stable=True)
         rank = torch.arange(logits.shape[-1], device=logits.device)
         sorted_logits[rank[None, :] >= args.top_k[:, None]] = float("-inf")  # 只留前 k 名
         probs = sorted_logits.softmax(dim=-1)
         mass_before = probs.cumsum(dim=-1) - probs  # 排在这个 token 前面的概率总和
-        probs[mass_before >= args.top_p[:, None]] = 0.0  # 前面已经凑够 p 了，这个 token 不要；第 1 名总能留下
+        # 前面已经凑够 p 了，这个 token 不要；第 1 名前面是 0，总能留下。
+        # top_p = 1 表示不限制：浮点累加可能在末尾"凑够 1"，不能因此误删长尾
+        cut = (mass_before >= args.top_p[:, None]) & (args.top_p[:, None] < 1.0)
+        probs[cut] = 0.0
         choice = torch.multinomial(probs, num_samples=1, generator=self.generator)  # 不必归一化
         sampled = order.gather(-1, choice).squeeze(-1)
         return torch.where(args.greedy, logits.argmax(dim=-1), sampled).to(torch.int32)
