@@ -50,6 +50,15 @@ from minisgl.layers import (
 
 # ---------------------------------------------------------------- 公共设施
 
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """张量都很小：单线程更快，在几个进程抢两个核的机器上也不会被线程同步拖慢。"""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(autouse=True)
 def clean_globals(monkeypatch):
     """每个测试前后：TP 信息回到"从没登记过"，没有全局上下文，通信插件恢复原样。"""

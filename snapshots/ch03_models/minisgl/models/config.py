@@ -26,7 +26,7 @@ class ModelConfig:
     rope_theta: float
     max_position_embeddings: int
     tie_word_embeddings: bool
-    attention_bias: bool = False  # q/k/v 投影带不带 bias（Qwen2 带，Llama/Qwen3 不带）
+    attention_bias: bool = False  # q/k/v/o 四个投影带不带 bias（HF 的 Llama/Qwen3 共用这一个开关）
 
     @classmethod
     def from_hf(cls, hf: dict[str, Any]) -> ModelConfig:
@@ -43,8 +43,8 @@ class ModelConfig:
                 num_kv_heads=hf.get("num_key_value_heads") or num_heads,  # 缺省：没有 GQA
                 head_dim=hf.get("head_dim") or hf["hidden_size"] // num_heads,
                 vocab_size=hf["vocab_size"],
-                rms_norm_eps=hf["rms_norm_eps"],
-                rope_theta=hf.get("rope_theta", 10000.0),
+                rms_norm_eps=float(hf["rms_norm_eps"]),
+                rope_theta=float(hf.get("rope_theta", 10000.0)),  # json 里常写成整数 1000000
                 max_position_embeddings=hf["max_position_embeddings"],
                 tie_word_embeddings=hf.get("tie_word_embeddings", False),
                 attention_bias=hf.get("attention_bias", False),

@@ -52,7 +52,8 @@ class RopeAttn(BaseOP):
         self._attn = AttentionLayer(
             layer_id, c.num_qo_heads, c.num_kv_heads, c.head_dim, rope, q_norm, k_norm
         )
-        self.o_proj = LinearOProj(c.num_qo_heads * c.head_dim, c.hidden_size)
+        # HF 的 Llama / Qwen3 用同一个 attention_bias 开关管 q、k、v、o 四个投影
+        self.o_proj = LinearOProj(c.num_qo_heads * c.head_dim, c.hidden_size, has_bias=c.attention_bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.o_proj.forward(self._attn.forward(self.qkv_proj.forward(x)))
