@@ -57,6 +57,8 @@ def generate(
     while running:
         batch = prepare_batch(engine, table, running, phase)
         out = engine.forward_batch(batch, engine.sampler.prepare(batch))
+        if out.copy_done is not None:  # GPU 上拷回 CPU 是异步的：等它完成再读 CPU 副本
+            out.copy_done.synchronize()
         batch_sizes.append(len(running))
         for req, token in zip(running, out.next_tokens_cpu.tolist()):
             table.token_pool[req.table_idx, req.device_len] = token  # 下一步从这里取输入

@@ -11,7 +11,7 @@ import torch
 
 from minisgl.core import Batch, Req, SamplingParams, get_global_ctx
 from minisgl.distributed import get_tp_info
-from minisgl.engine import Engine, EngineConfig, Sampler
+from minisgl.engine import Engine, EngineConfig, ForwardOutput, Sampler
 from minisgl.kvcache import OutOfPagesError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
@@ -140,6 +140,33 @@ def test_batched_greedy_equals_huggingface(model, page_size, clean_global_state)
     for prompt, out, n in zip(prompts, outputs, lengths):
         assert out == hf_greedy(path, prompt, n)
     assert engine.page_allocator.num_free_pages == engine.num_pages
+    engine.shutdown()
+
+
+class LateCopy:
+    """模拟 GPU 上的异步拷回：synchronize() 之前，CPU 上的副本还是垃圾。"""
+
+    def __init__(self, src: torch.Tensor, dst: torch.Tensor) -> None:
+        self.src, self.dst = src, dst
+
+    def synchronize(self) -> None:
+        self.dst.copy_(self.src)
+
+
+def test_generate_waits_for_the_copy_before_reading_tokens(clean_global_state):
+    path = tiny_qwen3()
+    engine = make_engine(path)
+    forward = engine.forward_batch
+
+    def late_forward(batch, args):
+        out = forward(batch, args)
+        garbage = torch.full_like(out.next_tokens, -1)
+        return ForwardOutput(out.next_tokens, garbage, LateCopy(out.next_tokens, garbage))
+
+    engine.forward_batch = late_forward  # type: ignore[method-assign]
+    prompts = [encode(path, t) for t in PROMPTS[:2]]
+    outputs, _ = generate(engine, prompts, [SamplingParams(max_tokens=3)] * 2)
+    assert outputs == [hf_greedy(path, p, 3) for p in prompts]
     engine.shutdown()
 
 
