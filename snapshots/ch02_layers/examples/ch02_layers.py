@@ -345,7 +345,7 @@ def section_column(w, ranks: list[RankLayers], comm: ThreadComm, x: torch.Tensor
     full_qkv = torch.cat([full_q, full_k, full_v], dim=-1)
     print(f"    把两个 rank 的输出直接首尾相接：与完整的 [q|k|v] 差 max |Δ| = {max_diff(naive, full_qkv):.2f}（顺序不对）")
     parts = [o.split([qd, kvd, kvd], dim=-1) for o in outs]
-    for i, (name, full) in enumerate([("q", full_q), ("k", full_k), ("v", full_v)]):
+    for i, full in enumerate((full_q, full_k, full_v)):
         joined = torch.cat([p[i] for p in parts], dim=-1)
         assert max_diff(joined, full) < 1e-5
     assert max_diff(naive, full_qkv) > 0.1
@@ -383,7 +383,7 @@ def section_row(w, ranks: list[RankLayers], comm: ThreadComm, x: torch.Tensor) -
         print(f"  rank {r} 交给 all_reduce 的部分和 {shape(p)}：与完整输出差 max |Δ| = {max_diff(p, full_y):.2f}")
         assert max_diff(p, full_y) > 0.1
     total = partials[0] + partials[1]
-    print(f"  两份部分和相加：与完整输出差 max |Δ| < 1e-4；all_reduce 之后两个 rank 拿到的都是它")
+    print("  两份部分和相加：与完整输出差 max |Δ| < 1e-4；all_reduce 之后两个 rank 拿到的都是它")
     assert max_diff(total, full_y) < 1e-4
     assert all(max_diff(y, full_y) < 1e-4 for y in ys)
     print("  整个 MLP（gate_up 列并行 → silu_and_mul → down 行并行）只在最后通信了一次")
@@ -417,7 +417,7 @@ def section_vocab(w, ranks: list[RankLayers], comm: ThreadComm, ctx: Context) ->
         logits = comm.run(lambda r: ranks[r].lm_head.forward(x))
     local = [comm.sent[r][0][1] for r in range(TP)]
     full = x[[1, 2]] @ w["embed"].T
-    print(f"  LM head（与嵌入共享权重）：批里 2 个请求共 3 个 token，prefill 只取每个请求的最后一个 token（第 1、2 行）")
+    print("  LM head（与嵌入共享权重）：批里 2 个请求共 3 个 token，prefill 只取每个请求的最后一个 token（第 1、2 行）")
     print(f"    每个 rank 算自己那段词表：{shape(local[0])}；all_gather 得 {shape(torch.cat(local))}，"
           f"重排成 [2, {2 * local[0].shape[1]}]，切掉补零的 1 列 → {shape(logits[0])}")
     assert local[0].shape == (2, -(-VOCAB // TP)) and logits[0].shape == (2, VOCAB)

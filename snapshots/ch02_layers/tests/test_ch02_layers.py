@@ -8,6 +8,7 @@ TP 的模拟：每个 rank 一个线程，建层前 set_tp_info(rank, size)，�
 from __future__ import annotations
 
 import threading
+from typing import Callable
 
 import pytest
 import torch
@@ -132,7 +133,8 @@ class ForbiddenComm(DistributedImpl):
         raise AssertionError("tp=1 时不应调用 all_gather")
 
 
-def build_ranks(size: int, make, load: dict[str, callable] | None = None) -> list:
+def build_ranks(size: int, make: Callable[[], BaseOP],
+                load: dict[str, Callable[[int, int], torch.Tensor]] | None = None) -> list:
     """依次为每个 rank 登记 TP 位置、建层、（可选）换上切好的权重。"""
     layers = []
     for rank in range(size):
@@ -334,12 +336,13 @@ def test_rope_matches_transformers_at_arbitrary_positions(head_dim, base):
     positions = torch.tensor([17, 3, 250, 0, 4095, 3, 1000])  # 各请求的位置混在一起，不是 0..T-1
     q = torch.randn(len(positions), 4, head_dim, generator=gen)
     k = torch.randn(len(positions), 2, head_dim, generator=gen)
+    q0 = q.clone()
     rope = RotaryEmbedding(head_dim, head_dim, max_position=8192, base=base)
     out_q, out_k = rope.forward(positions, q, k)
     ref_q, ref_k = hf_rope(q, k, positions, head_dim, base)
     close(out_q, ref_q, atol=1e-4)
     close(out_k, ref_k, atol=1e-4)
-    assert torch.equal(q, q.clone())  # 返回新张量
+    assert torch.equal(q, q0)  # 返回新张量，不改输入
 
 
 def test_rope_partial_rotary_dim_leaves_the_rest_alone():
@@ -445,9 +448,9 @@ def test_row_parallel_partial_sums_add_up(tp, has_bias):
         load["bias"] = lambda r, s: b  # bias 每个 rank 都存一份，但只在求和之后加一次
     for cls in (LinearRowParallel, LinearOProj):
         comm = install_comm(tp)
-        layers = build_ranks(tp, lambda: cls(16, 6, has_bias=has_bias), load)
+        layers = build_ranks(tp, lambda cls=cls: cls(16, 6, has_bias=has_bias), load)
         assert layers[0].weight.shape == (6, 16 // tp)
-        outs = comm.run(lambda r: layers[r].forward(cols(x, r, tp)))
+        outs = comm.run(lambda r, layers=layers: layers[r].forward(cols(x, r, tp)))
         for out in outs:
             close(out, full, atol=1e-4)
         if tp == 1:
@@ -669,7 +672,8 @@ def test_attention_layer_splits_norms_then_ropes(with_norm, tp):
     close(k, exp_k)
     assert torch.equal(v, raw_v)  # v 不归一化、不旋转
     close(out, (raw_v.repeat_interleave(lq // lkv, dim=1) * 2).reshape(5, lq * d))
-    if with_norm:  # 顺序反过来（先 RoPE 再归一化）就对不上
-        wrong_q, _ = rope.forward(batch.positions, *[t.view(5, -1, d) for t in qkv.split(
-            [lq * d, lkv * d, lkv * d], dim=-1)[:2]])
-        assert (q_norm.forward(wrong_q) - q).abs().max() > 1e-3
+    if with_norm:  # 顺序反过来（先 RoPE 再归一化）就对不上：这个测试分得出两种顺序
+        plain_q = qkv[:, : lq * d].reshape(5, lq, d)
+        plain_k = qkv[:, lq * d : (lq + lkv) * d].reshape(5, lkv, d)
+        rotated_q, _ = rope.forward(batch.positions, plain_q, plain_k)
+        assert (q_norm.forward(rotated_q) - q).abs().max() > 1e-3

@@ -173,9 +173,10 @@ def section_shapes() -> None:
     kv_copies = L * 2 * (16 - config.num_kv_heads) * d * h
     extra = total[16] * 16 - total[1]
     assert extra == 15 * norms + kv_copies
-    print(f"  qkv_proj 在 TP=16 时每个 rank 是 (1 个 q 头 + 1 个 k 头 + 1 个 v 头) × {d} = {3 * d} 行：")
-    print(f"  8 个 KV 头不够 16 个 rank 分，每个头复制到 2 个 rank 上。")
-    print(f"  lm_head 不在表里：tie_word_embeddings=True，LM head 直接用 embed_tokens 的权重。")
+    kv = config.num_kv_heads
+    print(f"  qkv_proj 在 TP=16 时每个 rank 是 (1 个 q 头 + 1 个 k 头 + 1 个 v 头) × {d} = {3 * d} 行："
+          f"{kv} 个 KV 头不够 16 个 rank 分，每个头复制到 {16 // kv} 个 rank 上。")
+    print("  lm_head 不在表里：tie_word_embeddings=True，LM head 直接用 embed_tokens 的权重。")
     print(f"  16 个 rank 的参数加起来比完整模型多 {extra / 1e6:.1f} M：复制的 KV 头 {kv_copies / 1e6:.1f} M，"
           f"每个 rank 各存一份的归一化权重 {15 * norms / 1e6:.1f} M。")
     print()
