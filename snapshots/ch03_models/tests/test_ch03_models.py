@@ -390,6 +390,24 @@ def test_rank_shards_reassemble_to_the_full_weights(size):
         assert torch.equal(joined, value), key
 
 
+def test_shards_do_not_keep_the_full_tensor_alive():
+    """切出来的每一块都有自己的内存：交出去的不能是完整张量的视图，否则完整张量永远释放不掉。"""
+    def owns(t: torch.Tensor) -> bool:
+        return t.untyped_storage().nbytes() == t.numel() * t.element_size()
+
+    cases = {"model.layers.0.self_attn.q_proj.weight": randn(16, 6), "model.layers.0.self_attn.k_proj.weight": randn(8, 6),
+             "model.layers.0.mlp.down_proj.weight": randn(6, 16), "model.embed_tokens.weight": randn(12, 6),
+             "lm_head.weight": randn(11, 6)}
+    for key, value in cases.items():
+        for size in (2, 4):
+            for rank in range(size):
+                shard = shard_tensor(key, value, rank, size, num_kv_heads=2)
+                assert owns(shard) and shard.is_contiguous(), (key, size, rank)
+    path = tiny_qwen3()
+    loaded = dict(load_weight(path, ModelConfig.from_json(path), tp_info=DistributedInfo(0, 2)))
+    assert all(owns(t) for t in loaded.values()), [k for k, t in loaded.items() if not owns(t)]
+
+
 def test_meta_model_allocates_nothing():
     config = ModelConfig.from_json(qwen3_06b_config())
     for size in (1, 16):

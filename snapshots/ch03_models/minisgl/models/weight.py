@@ -49,7 +49,7 @@ def shard_tensor(
         return value
     if module in _SPLIT_ROWS:
         _check(key, value.shape[0], size)
-        return value.chunk(size, dim=0)[rank].contiguous()
+        return _own(value.chunk(size, dim=0)[rank])
     if module in _SPLIT_KV:
         head_dim = value.shape[0] // num_kv_heads
         local = div_even(num_kv_heads, size, allow_replicate=True)
@@ -57,18 +57,27 @@ def shard_tensor(
             first = rank * local
         else:  # 复制：连续 size // num_kv_heads 个 rank 共用一个头
             first = rank // (size // num_kv_heads)
-        return value[first * head_dim : (first + local) * head_dim].contiguous()
+        return _own(value[first * head_dim : (first + local) * head_dim])
     if module in _SPLIT_COLS and value.dim() == 2:
         _check(key, value.shape[1], size)
-        return value.chunk(size, dim=1)[rank].contiguous()
+        return _own(value.chunk(size, dim=1)[rank])
     if module in _SPLIT_VOCAB:
         rows = div_ceil(value.shape[0], size)
         piece = value[rank * rows : (rank + 1) * rows]
         if piece.shape[0] < rows:  # 最后一个 rank：补零行，和其他 rank 一样高
             pad = value.new_zeros(rows - piece.shape[0], *value.shape[1:])
             piece = torch.cat([piece, pad], dim=0)
-        return piece.contiguous()
+        return _own(piece)
     return value  # 归一化层的权重、行并行层的 bias 等：每个 rank 都存完整的一份
+
+
+def _own(piece: torch.Tensor) -> torch.Tensor:
+    """把切片拷成一块独立的连续内存。
+
+    切片（哪怕已经连续，比如按行切的前一半）只是完整张量的一个视图：把它交出去，
+    完整张量的内存就跟着它活一辈子，"同一时刻只拿着一个完整张量"就落空了。
+    """
+    return piece.clone(memory_format=torch.contiguous_format)
 
 
 def _check(key: str, n: int, size: int) -> None:
