@@ -549,7 +549,15 @@ run("python examples/ch06_engine.py")
 # %% tags=["remove-input"]
 listing("examples/ch06_benchmark.py", "engine_decode_seconds")
 
-# %%
+# %% [markdown]
+# !!! warning "数字取决于机器"
+#     下面这张表是写这一页时跑出来的真实输出，CI 不会重跑它（它是基准测试，不是测试）。在你的机器上自己跑一遍：
+#
+#     ```bash
+#     python tools/steps.py run 6 -- python examples/ch06_benchmark.py
+#     ```
+
+# %% tags=["remove-input"]
 # NBVAL_SKIP
 import contextlib
 import io
