@@ -82,10 +82,20 @@ def test_counts_come_from_snapshots(book):
 def test_tree_marks_and_collapses(book):
     _, chapters = book
     text = C.tree_text(2, chapters)
-    assert "├── core.py  ← 本章修改" in text
-    assert "│   ├── linear.py  ← 本章新建" in text
-    assert "├── utils/  （2 个文件，不变）" in text
-    assert "├── distributed/  （1 个文件，不变）" in text
+    # 目录的最后一项用 └──，它下面的子树不再画竖线
+    assert text.startswith(textwrap.dedent("""\
+        minisgl/
+        ├── __init__.py
+        ├── core.py  ← 本章修改
+        ├── distributed/  （1 个文件，不变）
+        ├── layers/
+        │   └── linear.py  ← 本章新建
+        └── utils/  （2 个文件，不变）
+        examples/
+        ├── ch00_zero.py
+        ├── ch01_one.py
+        └── ch02_two.py  ← 本章新建
+        """))
     assert "info.py  ← 提前引入（第 2 章讲解）" in C.tree_text(1, chapters)
 
 

@@ -299,27 +299,30 @@ def tree_text(number: int, chapters: list[Chapter] | None = None) -> str:
             return f"  ← 提前引入（第 {ch_changes.explained_in[path]} 章讲解）"
         return f"  {MARKERS[kind]}" if kind else ""
 
-    def walk(prefix: str, depth: int) -> None:
+    def walk(prefix: str, indent: str) -> None:
         inside = [p for p in ch_changes.files if p.startswith(prefix)]
         files = sorted(p for p in inside if "/" not in p[len(prefix):])
         dirs = sorted({p[len(prefix):].split("/")[0] for p in inside if "/" in p[len(prefix):]})
         files.sort(key=lambda p: (p != prefix + "__init__.py", p))
-        indent = "│   " * depth
-        for path in files:
-            lines.append(f"{indent}├── {path[len(prefix):]}{marker(path)}")
-        for d in dirs:
-            sub = prefix + d + "/"
-            members = [p for p in inside if p.startswith(sub)]
+        entries = [(path, False) for path in files] + [(prefix + d + "/", True) for d in dirs]
+        for i, (path, is_dir) in enumerate(entries):
+            last = i == len(entries) - 1
+            branch = "└── " if last else "├── "  # 最后一项收尾，竖线不再往下延伸
+            name = path[len(prefix):]
+            if not is_dir:
+                lines.append(f"{indent}{branch}{name}{marker(path)}")
+                continue
+            members = [p for p in inside if p.startswith(path)]
             if any(ch_changes.files[p] for p in members):
-                lines.append(f"{indent}├── {d}/")
-                walk(sub, depth + 1)
+                lines.append(f"{indent}{branch}{name}")
+                walk(path, indent + ("    " if last else "│   "))
             else:
-                lines.append(f"{indent}├── {d}/  （{len(members)} 个文件，不变）")
+                lines.append(f"{indent}{branch}{name}  （{len(members)} 个文件，不变）")
 
     for top in sorted({p.split("/")[0] for p in ch_changes.files if "/" in p},
                       key=lambda t: (t != PACKAGE, t)):
         lines.append(f"{top}/")
-        walk(top + "/", 0)
+        walk(top + "/", "")
     for path in sorted(p for p in ch_changes.files if "/" not in p):
         lines.append(f"{path}{marker(path)}")
     return "\n".join(lines)
