@@ -270,3 +270,18 @@ def test_code_is_kept_and_reset(page, site_url):
     assert page.locator(".practice-editor").input_value() == starter
     page.reload()
     assert page.locator(".practice-editor").input_value() == starter
+
+
+BROWSER_EXERCISES = [ex for ex in EXERCISES if ex.stdlib_only and ex is not SAMPLE]
+
+
+@pytest.mark.parametrize("ex", BROWSER_EXERCISES, ids=[ex.name for ex in BROWSER_EXERCISES])
+def test_every_stdlib_exercise_is_judged_in_the_browser(page, site_url, ex):
+    """网站说“只用标准库的题可以直接在浏览器里做”：每一道都真的在 Pyodide 里判一遍。"""
+    page.goto(f"{site_url}/practice/{ex.name}/")
+    editor = page.locator(".practice-editor")
+    kind, text, _ = run_and_wait(page)  # 起始代码
+    assert kind == "failure" and "未通过" in text, text
+    editor.fill(ex.file("solution.py").read_text(encoding="utf-8"))
+    kind, text, _ = run_and_wait(page)
+    assert kind == "success" and "通过！" in text, text
