@@ -133,6 +133,7 @@ listing("minisgl/attention/sdpa.py", "SDPAAttnBackend.prepare_metadata")
 # - `cu_seqlens_q` 是 `seq_lens_q` 的前缀和，前面补一个 0：请求 i 的 query 是 `q[cu[i]:cu[i+1]]`。这个名字和用法来自 FlashAttention 的变长接口（`flash_attn_varlen_func` 要的就是 `cu_seqlens_q`、`cu_seqlens_k`、`max_seqlen_q`、`max_seqlen_k`），第 17 章的后端把它原样交给内核。
 # - `kv_indices[i, j]` 是请求 i 第 j 个 key 的槽位，一次高级索引从页表里取出 `[B, max_k]`。每个请求取到 `device_len` 为止；页表那一行后面的列可能是别的东西（上一个用这一行的请求留下的旧槽位，或者测试故意填的 -1），所以用 `clamped` 把列号夹到 `device_len - 1`，根本不去读它们。
 # - `key_mask[i, j]` 为真表示这是真实的 key，假表示补齐；`single_query` 记下“每个请求都恰好 1 个 query”，`forward` 据此选路径（下文）。
+# - `causal_masks[i]` 是请求 i 的右下对齐因果掩码（下文细讲），只在逐请求的路径上用。它只取决于长度，所有层都一样，所以和其他字段一样在这里做一次，不在每层的 `forward` 里重做。
 #
 # 在本章的树里把图上那一批真的搭出来看看：
 

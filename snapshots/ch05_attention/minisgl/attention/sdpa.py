@@ -51,6 +51,7 @@ class SDPAAttnMetadata(BaseAttnMetadata):
     kv_indices: torch.Tensor  # [B, max_k] 每个 key 在 KV 池里的槽位，从页表里取出
     key_mask: torch.Tensor  # [B, max_k] bool，True 是真实的 key，False 是补齐的
     single_query: bool  # 每个请求都只有 1 个 query（decode）：整批一次算完
+    causal_masks: list[torch.Tensor]  # 每个请求的右下对齐掩码 [n_q, n_k]，逐请求路径用
 
     @property
     def num_tokens(self) -> int:
@@ -95,6 +96,10 @@ class SDPAAttnBackend(BaseAttnBackend):
         key_mask = pos[None, :] < lens_k[:, None]
         clamped = torch.minimum(pos[None, :], lens_k[:, None] - 1)
         kv_indices = self.page_table[rows[:, None], clamped]
+        single_query = all(n == 1 for n in seq_lens_q)
+        # 掩码只取决于长度，所有层都一样：在这里做一次，而不是每层每个请求再做一遍
+        causal_masks = [causal_mask_bottom_right(nq, nk, device=device)
+                        for nq, nk in zip(seq_lens_q, seq_lens_k)]
 
         batch.attn_metadata = SDPAAttnMetadata(
             seq_lens_q=seq_lens_q,
@@ -102,7 +107,8 @@ class SDPAAttnBackend(BaseAttnBackend):
             cu_seqlens_q=torch.tensor(cu, dtype=torch.int32, device=device),
             kv_indices=kv_indices,
             key_mask=key_mask,
-            single_query=all(n == 1 for n in seq_lens_q),
+            single_query=single_query,
+            causal_masks=causal_masks,
         )
 
     def forward(
@@ -131,8 +137,7 @@ class SDPAAttnBackend(BaseAttnBackend):
             qi = q[start: start + num_q].transpose(0, 1)[None]
             ki = k_cache.index_select(0, slots).transpose(0, 1)[None]
             vi = v_cache.index_select(0, slots).transpose(0, 1)[None]
-            mask = causal_mask_bottom_right(num_q, num_k, device=q.device)
-            out = self._sdpa(qi, ki, vi, mask)  # [1, hq, num_q, d]
+            out = self._sdpa(qi, ki, vi, meta.causal_masks[i])  # [1, hq, num_q, d]
             outputs.append(out[0].transpose(0, 1))
             start += num_q
         return torch.cat(outputs)
