@@ -27,8 +27,8 @@ from minisgl.distributed import (
     DistributedImpl,
     DistributedInfo,
     get_tp_info,
+    local_kv_heads,
     set_tp_info,
-    try_get_tp_info,
 )
 from minisgl.layers import (
     AttentionLayer,
@@ -183,10 +183,22 @@ def close(a: torch.Tensor, b: torch.Tensor, atol: float = 1e-5) -> None:
 
 # ---------------------------------------------------------------- 分布式信息
 
+def test_local_kv_heads_split_or_replicate():
+    # 8 个 KV 头：TP 2 平分成 4 个；TP 16 每个 rank 1 个（复制）；6 个 rank 分不匀
+    assert [local_kv_heads(8, tp) for tp in (1, 2, 8, 16)] == [8, 4, 1, 1]
+    with pytest.raises(ValueError):
+        local_kv_heads(8, 6)
+    set_tp_info(1, 4)
+    try:
+        assert local_kv_heads(8) == 2  # 不给 tp_size 时用本进程登记的
+    finally:
+        set_tp_info(0, 1)
+
+
 def test_tp_info_defaults_and_validation():
-    assert try_get_tp_info() is None and get_tp_info() == DistributedInfo(0, 1)
+    assert get_tp_info() == DistributedInfo(0, 1)
     info = set_tp_info(3, 4)
-    assert get_tp_info() is info and try_get_tp_info() is info and not info.is_primary()
+    assert get_tp_info() is info and not info.is_primary()
     assert DistributedInfo(0, 2).is_primary()
     for rank, size in [(2, 2), (-1, 2), (0, 0)]:
         with pytest.raises(ValueError):

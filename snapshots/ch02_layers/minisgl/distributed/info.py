@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from minisgl.utils import div_even
+
 
 @dataclass(frozen=True)
 class DistributedInfo:
@@ -37,11 +39,15 @@ def set_tp_info(rank: int, size: int) -> DistributedInfo:
     return _TP_INFO
 
 
-def try_get_tp_info() -> DistributedInfo | None:
-    """登记过就返回，没登记过返回 None。"""
-    return _TP_INFO
-
-
 def get_tp_info() -> DistributedInfo:
     """本进程的 TP 位置；没登记过就是单卡 DistributedInfo(0, 1)。"""
     return _TP_INFO if _TP_INFO is not None else DistributedInfo(0, 1)
+
+
+def local_kv_heads(num_kv_heads: int, tp_size: int | None = None) -> int:
+    """每个 rank 放几个 KV 头：能整除就平分；KV 头比 rank 少时每个 rank 放 1 个（复制）。
+
+    层、权重切分、KV 池都按这个数来，所以全书只在这里写一次。tp_size 不给时用本进程登记的。
+    """
+    size = get_tp_info().size if tp_size is None else tp_size
+    return div_even(num_kv_heads, size, allow_replicate=True)
