@@ -74,7 +74,7 @@ def _practice_section(config, nav: list, generated: dict[str, str]) -> Path | No
     """
     try:
         items = practice.exercises()
-    except practice.judge().UserError as e:
+    except practice.UserError as e:
         raise PluginError(f"练习清单有误：{e}") from None
     runtime = None
     if any(ex.stdlib_only for ex in items):

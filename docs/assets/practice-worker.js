@@ -1,5 +1,6 @@
 // 练习页的评测 worker：在后台线程里加载 Pyodide（编译成 WebAssembly 的 CPython），
-// 用和本地 practice/judge.py 同一份 test.py、judgekit.py 评测学习者的代码。
+// 用和本地 practice/judge.py 同一份 test.py、judgekit.py 评测学习者的代码（运行它们的是
+// minibook/browser_judge.py，页面里嵌着它的源码）。
 //
 // 为什么放在 worker 里：学习者写出死循环时，卡住的是 worker 这条线程，页面照样能点；
 // 主线程（practice-runner.js）到了时间限制就结束整个 worker —— 正在跑的 Python 没法从外面
@@ -16,12 +17,17 @@ const ready = loadPyodide({ indexURL }).then((pyodide) => {
   return pyodide;
 });
 
-let judge = null; // Python 里的 judge_in_browser 函数（minibook/pyodide.py 的 HARNESS 定义它）
+let judge = null; // Python 里的 judge_in_browser 函数：页面嵌的 minibook/browser_judge.py 定义它
 
 self.onmessage = async ({ data: job }) => {
   try {
     const pyodide = await ready;
-    if (judge === null) judge = pyodide.runPython(job.harness);
+    if (judge === null) {
+      // 像导入一个模块那样执行 browser_judge.py：放在它自己的命名空间里，不碰 Pyodide 的全局变量
+      const namespace = pyodide.toPy({ __name__: "browser_judge" });
+      pyodide.runPython(job.harness, { globals: namespace, filename: "browser_judge.py" });
+      judge = namespace.get("judge_in_browser");
+    }
     // 从这一刻起计时：加载 Pyodide 的那几秒不算进学习者的时间限制
     postMessage({ type: "started" });
     const { harness, ...rest } = job;

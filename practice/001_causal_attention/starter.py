@@ -1,11 +1,7 @@
 """练习 001 · 右下对齐的因果掩码与带缓存的注意力（第 0 章 架构全景与最小引擎）
 
 这是一道“找 bug”：下面的实现没有缓存时（query 和 key 一样多）完全正确，有缓存时却算错了。
-找出原因、修好以后运行：
-
-    python practice/judge.py test 1
-
-题目和提示：practice/001_causal_attention/problem.md（或 `python practice/judge.py hint 1`）。
+找出原因、修好以后评测。要求和提示见这道题的题面。
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """练习 002 · 贪心生成循环（第 0 章 架构全景与最小引擎）
 
 这是一道“找 bug”：下面的循环能生成出一串 token，但它没有用上 KV 缓存（每步都把整段序列从头喂一遍），
-遇到 EOS 的处理也不对。改好以后运行：
-
-    python practice/judge.py test 2
-
-题目和提示：practice/002_greedy_generate/problem.md（或 `python practice/judge.py hint 2`）。
+遇到 EOS 的处理也不对。改好以后评测。要求和提示见这道题的题面。
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
 """练习 003 · 请求的长度记账（第 1 章 核心数据结构）
 
-把每个 `raise NotImplementedError` 换成你的实现，然后运行：
-
-    python practice/judge.py test 3
-
-题目和提示：practice/003_req_lengths/problem.md（或 `python practice/judge.py hint 3`）。
+把每个 `raise NotImplementedError` 换成你的实现，然后评测。要求和提示见这道题的题面。
 """
 
 from __future__ import annotations

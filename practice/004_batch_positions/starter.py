@@ -1,11 +1,7 @@
 """练习 004 · 批的 positions 与 cu_seqlens（第 1 章 核心数据结构）
 
 这是一道“找 bug”：下面的实现看起来挺像样，但有三个 bug，还漏了一处参数检查。
-改好以后运行：
-
-    python practice/judge.py test 4
-
-题目和提示：practice/004_batch_positions/problem.md（或 `python practice/judge.py hint 4`）。
+改好以后评测。要求和提示见这道题的题面。
 """
 
 from __future__ import annotations

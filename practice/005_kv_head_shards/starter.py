@@ -1,10 +1,6 @@
 """练习 005 · div_even 与 KV 头的切分和复制（第 1 章 核心数据结构）
 
-把每个 `raise NotImplementedError` 换成你的实现，然后运行：
-
-    python practice/judge.py test 5
-
-题目和提示：practice/005_kv_head_shards/problem.md（或 `python practice/judge.py hint 5`）。
+把每个 `raise NotImplementedError` 换成你的实现，然后评测。要求和提示见这道题的题面。
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
 """练习 007 · 旋转位置编码 RoPE（第 2 章 算子层）
 
-把每个 `raise NotImplementedError` 换成你的实现，然后运行：
-
-    python practice/judge.py test 7
-
-题目和提示：practice/007_rope/problem.md（或 `python practice/judge.py hint 7`）。
+把每个 `raise NotImplementedError` 换成你的实现，然后评测。要求和提示见这道题的题面。
 """
 
 from __future__ import annotations

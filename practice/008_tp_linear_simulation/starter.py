@@ -1,10 +1,6 @@
 """练习 008 · 在一个进程里模拟两路张量并行的 MLP（第 2 章 算子层）
 
-把每个 `raise NotImplementedError` 换成你的实现，然后运行：
-
-    python practice/judge.py test 8
-
-题目和提示：practice/008_tp_linear_simulation/problem.md（或 `python practice/judge.py hint 8`）。
+把每个 `raise NotImplementedError` 换成你的实现，然后评测。要求和提示见这道题的题面。
 """
 
 from __future__ import annotations

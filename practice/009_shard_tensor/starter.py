@@ -1,10 +1,6 @@
 """练习 009 · 按权重名切分：shard_tensor（第 3 章 模型与权重加载）
 
-把 `raise NotImplementedError` 换成你的实现，然后运行：
-
-    python practice/judge.py test 9
-
-题目和提示：practice/009_shard_tensor/problem.md（或 `python practice/judge.py hint 9`）。
+把 `raise NotImplementedError` 换成你的实现，然后评测。要求和提示见这道题的题面。
 """
 
 from __future__ import annotations

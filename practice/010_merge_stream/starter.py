@@ -1,10 +1,6 @@
 """练习 010 · 流式加载里的 q/k/v 与 gate/up 合并（第 3 章 模型与权重加载）
 
-把 `raise NotImplementedError` 换成你的实现，然后运行：
-
-    python practice/judge.py test 10
-
-题目和提示：practice/010_merge_stream/problem.md（或 `python practice/judge.py hint 10`）。
+把 `raise NotImplementedError` 换成你的实现，然后评测。要求和提示见这道题的题面。
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
 """练习 011 · 从 config.json 推出每个 rank 的权重形状（第 3 章 模型与权重加载）
 
-把每个 `raise NotImplementedError` 换成你的实现，然后运行：
-
-    python practice/judge.py test 11
-
-题目和提示：practice/011_config_shapes/problem.md（或 `python practice/judge.py hint 11`）。
+把每个 `raise NotImplementedError` 换成你的实现，然后评测。要求和提示见这道题的题面。
 """
 
 from __future__ import annotations

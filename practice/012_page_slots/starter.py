@@ -1,10 +1,6 @@
 """练习 012 · 按页分配 token 槽位（第 4 章 KV 池、页表与 token pool）
 
-把每个 `raise NotImplementedError` 换成你的实现，然后运行：
-
-    python practice/judge.py test 12
-
-题目和提示：practice/012_page_slots/problem.md（或 `python practice/judge.py hint 12`）。
+把每个 `raise NotImplementedError` 换成你的实现，然后评测。要求和提示见这道题的题面。
 """
 
 from __future__ import annotations

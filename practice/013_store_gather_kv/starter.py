@@ -1,10 +1,6 @@
 """练习 013 · 把 K/V 写进池子、再按页表取回（第 4 章 KV 池、页表与 token pool）
 
-把每个 `raise NotImplementedError` 换成你的实现，然后运行：
-
-    python practice/judge.py test 13
-
-题目和提示：practice/013_store_gather_kv/problem.md（或 `python practice/judge.py hint 13`）。
+把每个 `raise NotImplementedError` 换成你的实现，然后评测。要求和提示见这道题的题面。
 """
 
 from __future__ import annotations

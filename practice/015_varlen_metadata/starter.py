@@ -1,10 +1,6 @@
 """练习 015 · 变长批次的注意力元数据（第 5 章 注意力后端）
 
-把每个 `raise NotImplementedError` 换成你的实现，然后运行：
-
-    python practice/judge.py test 15
-
-题目和提示：practice/015_varlen_metadata/problem.md（或 `python practice/judge.py hint 15`）。
+把每个 `raise NotImplementedError` 换成你的实现，然后评测。要求和提示见这道题的题面。
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
 """练习 016 · 带缓存前缀的分页注意力（prefill）（第 5 章 注意力后端）
 
-把 `raise NotImplementedError` 换成你的实现，然后运行：
-
-    python practice/judge.py test 16
-
-题目和提示：practice/016_paged_prefill_attention/problem.md（或 `python practice/judge.py hint 16`）。
+把 `raise NotImplementedError` 换成你的实现，然后评测。要求和提示见这道题的题面。
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
 """练习 017 · 一次算完一批 decode 的注意力（第 5 章 注意力后端）
 
-把每个 `raise NotImplementedError` 换成你的实现，然后运行：
-
-    python practice/judge.py test 17
-
-题目和提示：practice/017_padded_decode_attention/problem.md（或 `python practice/judge.py hint 17`）。
+把每个 `raise NotImplementedError` 换成你的实现，然后评测。要求和提示见这道题的题面。
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
 """练习 018 · top-k 与 top-p 过滤（第 6 章 Engine 与采样器）
 
-把 `raise NotImplementedError` 换成你的实现，然后运行：
-
-    python practice/judge.py test 18
-
-题目和提示：practice/018_top_k_top_p/problem.md（或 `python practice/judge.py hint 18`）。
+把 `raise NotImplementedError` 换成你的实现，然后评测。要求和提示见这道题的题面。
 """
 
 from __future__ import annotations

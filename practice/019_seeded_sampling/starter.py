@@ -1,10 +1,6 @@
 """练习 019 · 按请求采样：温度、贪心行与固定种子（第 6 章 Engine 与采样器）
 
-把 `sample` 里的 `raise NotImplementedError` 换成你的实现，然后运行：
-
-    python practice/judge.py test 19
-
-题目和提示：practice/019_seeded_sampling/problem.md（或 `python practice/judge.py hint 19`）。
+把 `sample` 里的 `raise NotImplementedError` 换成你的实现，然后评测。要求和提示见这道题的题面。
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
 """练习 020 · 批量生成的主循环记账（第 6 章 Engine 与采样器）
 
-把 `raise NotImplementedError` 换成你的实现，然后运行：
-
-    python practice/judge.py test 20
-
-题目和提示：practice/020_decode_loop/problem.md（或 `python practice/judge.py hint 20`）。
+把 `raise NotImplementedError` 换成你的实现，然后评测。要求和提示见这道题的题面。
 """
 
 from __future__ import annotations

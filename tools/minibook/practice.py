@@ -1,47 +1,37 @@
-"""把判题练习变成网站页面：清单与题面都从 practice/ 读（复用 practice/judge.py 的解析），不另写一份。"""
+"""把判题练习变成网站页面：清单与题面都从 practice/ 读（用 minibook.judging，和 practice/judge.py 同一份解析）。"""
 
 from __future__ import annotations
 
 import html
-import importlib.util
 import json
-import sys
-from functools import lru_cache
+from pathlib import Path
 
 from minibook import pyodide
-from minibook.chapters import REPO
+from minibook.judging import PRACTICE, Exercise, UserError, load_exercises, read_problem
 
-PRACTICE = REPO / "practice"
-
-
-@lru_cache(maxsize=1)
-def judge():
-    """practice/judge.py 是独立脚本（只用标准库）；这里按路径把它当模块加载。"""
-    spec = importlib.util.spec_from_file_location("minibook_judge", PRACTICE / "judge.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclass 需要能从 sys.modules 找到自己的模块
-    spec.loader.exec_module(module)
-    return module
+__all__ = ["UserError", "exercises", "chapter_exercises", "page_uri", "exercise_page", "browser_job",
+           "table", "index_page"]
 
 
-def exercises():
-    return judge().load_exercises()
+def exercises() -> list[Exercise]:
+    return load_exercises()
 
 
-def page_uri(ex) -> str:
+def page_uri(ex: Exercise) -> str:
     return f"practice/{ex.name}.md"
 
 
-def chapter_exercises(chapter: int) -> list:
+def chapter_exercises(chapter: int) -> list[Exercise]:
     return [ex for ex in exercises() if ex.chapter == chapter]
 
 
-def exercise_page(ex, browser: bool = False) -> str:
-    """一道题的页面：题面原样，提示折叠起来，然后是判题命令；只用标准库的题再加上浏览器里的编辑框。
+def exercise_page(ex: Exercise, browser: bool = False) -> str:
+    """一道题的页面：题面原样，提示折叠起来，然后是判题命令；只用标准库的题再加上浏览器里的编辑框，
+    要 torch 的题说明为什么只能在本地做。
 
     browser：网站里有没有 Pyodide（没有就只放一段“怎么打开”的说明）。
     """
-    statement, hints = judge().split_problem((ex.folder / "problem.md").read_text(encoding="utf-8"))
+    statement, hints = read_problem(ex)
     parts = [statement.rstrip()]
     for title, body in hints:
         parts.append(f'??? tip "{title}"\n\n' + "\n".join(f"    {line}" if line else "" for line in body.splitlines()))
@@ -49,19 +39,31 @@ def exercise_page(ex, browser: bool = False) -> str:
                  f"python practice/judge.py start {ex.number}   # 起始代码拷进 practice/workspace/{ex.name}.py\n"
                  f"python practice/judge.py test {ex.number}    # 判题\n"
                  f"python practice/judge.py hint {ex.number}    # 卡住了，看下一条提示\n```")
-    if ex.stdlib_only:
-        parts.append(browser_section(ex) if browser else browser_missing_note(ex))
+    if not ex.stdlib_only:
+        parts.append(local_only_note(ex))
+    elif browser:
+        parts.append(browser_section(ex))
+    else:
+        parts.append(browser_missing_note(ex))
     return "\n\n".join(parts) + "\n"
+
+
+def local_only_note(ex: Exercise) -> str:
+    return ('!!! info "这道题只能在本地评测"\n\n'
+            "    它要用 PyTorch。网页上的评测跑在浏览器里的 Python（Pyodide）上，而 PyTorch 的核心是 C++ 写的"
+            "原生扩展，没有能在浏览器里运行的版本，Pyodide 也就没有它，所以这一页没有编辑框。"
+            f"请在本地用上面的命令做（时间限制 {ex.time_limit:g} 秒）。")
 
 
 # ---------------------------------------------------------------------------
 # 浏览器里做题：页面里放一个编辑框，评测在 Web Worker 里的 Pyodide 上跑（docs/assets/practice-*.js）。
-# 评测用的 test.py 和 judgekit.py 就是 practice/ 里的那两个文件，构建时原样嵌进页面，不另写一份。
+# 评测用的 test.py 和 judgekit.py 就是 practice/ 里的那两个文件，构建时原样嵌进页面，不另写一份；
+# 在 Pyodide 里运行 test.py 的是 minibook/browser_judge.py，也原样嵌进去。
 # 参考答案不放进网页：它只在本地 `judge.py solution N` 里给。
 # ---------------------------------------------------------------------------
 
 BROWSER_ROOT = "/home/pyodide/practice"  # Pyodide 虚拟文件系统里，按仓库 practice/ 的样子摆文件
-BROWSER_TIMEOUT = 10  # 秒；网页上的时间限制（本地 judge.py 默认 60 秒，浏览器里等不了那么久）
+BROWSER_JUDGE = Path(__file__).with_name("browser_judge.py")
 
 EDITOR_STYLE = ("width:100%;min-height:28em;box-sizing:border-box;resize:vertical;padding:.8em;"
                 "font-family:var(--md-code-font-family),monospace;font-size:.75rem;line-height:1.5;tab-size:4;"
@@ -69,8 +71,8 @@ EDITOR_STYLE = ("width:100%;min-height:28em;box-sizing:border-box;resize:vertica
                 "border:1px solid var(--md-default-fg-color--lightest);border-radius:.2rem;white-space:pre;")
 
 
-def browser_job(ex) -> dict:
-    """页面里嵌的评测材料：起始代码、test.py、judgekit.py（按原样）和 Pyodide 里跑评测的那段 Python。"""
+def browser_job(ex: Exercise) -> dict:
+    """页面里嵌的评测材料：起始代码、test.py、judgekit.py 和在 Pyodide 里运行它们的 browser_judge.py（都按原样）。"""
     return {
         "exercise": ex.name,
         "number": ex.number,
@@ -78,12 +80,12 @@ def browser_job(ex) -> dict:
         "starter": ex.file("starter.py").read_text(encoding="utf-8"),
         "root": BROWSER_ROOT,
         "files": {
-            "judgekit.py": (PRACTICE / "judgekit.py").read_text(encoding="utf-8"),
+            "judgekit.py": (ex.folder.parent / "judgekit.py").read_text(encoding="utf-8"),
             f"{ex.name}/test.py": ex.file("test.py").read_text(encoding="utf-8"),
         },
         "test": f"{ex.name}/test.py",
         "target": f"workspace/{ex.name}.py",  # 和本地 judge.py start 的工作区文件同名
-        "harness": pyodide.HARNESS,
+        "harness": BROWSER_JUDGE.read_text(encoding="utf-8"),
     }
 
 
@@ -93,9 +95,9 @@ def _script_json(data: dict) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def browser_section(ex) -> str:
+def browser_section(ex: Exercise) -> str:
     runner = (
-        f'<div class="practice-runner" data-timeout="{BROWSER_TIMEOUT}">\n'
+        f'<div class="practice-runner" data-timeout="{ex.time_limit:g}">\n'
         f'<textarea class="practice-editor" spellcheck="false" autocomplete="off" autocapitalize="off" '
         f'aria-label="{html.escape(ex.label)} 的代码" style="{EDITOR_STYLE}"></textarea>\n'
         '<p class="practice-buttons">'
@@ -109,14 +111,14 @@ def browser_section(ex) -> str:
     return ("## 在浏览器里做\n\n"
             "这道题只用标准库，可以直接在这里写、在这里评测：评测用的是和本地 `judge.py` **同一份** "
             "`test.py` 与 `judgekit.py`，跑在浏览器里的 Python（[Pyodide](https://pyodide.org/)）上，"
-            f"时间限制 {BROWSER_TIMEOUT} 秒。你的代码只保存在这个浏览器里；参考答案不在网页上，"
+            f"时间限制 {ex.time_limit:g} 秒。你的代码只保存在这个浏览器里；参考答案不在网页上，"
             f"评测过之后用 `python practice/judge.py solution {ex.number}` 在本地看。"
             "编辑框里 Tab 键插入 4 个空格（先按 Esc 再按 Tab 可以离开编辑框）。\n\n"
             '<noscript>要在网页上评测需要打开 JavaScript；本地评测 <code>python practice/judge.py</code> 一直可用。</noscript>\n\n'
             + runner)
 
 
-def browser_missing_note(ex) -> str:
+def browser_missing_note(ex: Exercise) -> str:
     return ('!!! note "在浏览器里做这道题"\n\n'
             "    这道题只用标准库，本来可以直接在这个页面上写代码、运行评测；但构建这个网站时没有取到"
             f"浏览器里的 Python（Pyodide）。在书的仓库里运行 `{pyodide.FETCH_HINT}`，"
@@ -124,7 +126,7 @@ def browser_missing_note(ex) -> str:
             f"    本地评测一直可用：`python practice/judge.py test {ex.number}`。")
 
 
-def table(items: list, link_prefix: str = "") -> str:
+def table(items: list[Exercise], link_prefix: str = "") -> str:
     """练习表：编号、题目（链到题目页）、章节、难度。link_prefix 是从当前页面到 docs/ 根的相对前缀。"""
     rows = ["| 编号 | 题目 | 章节 | 难度 |", "| --- | --- | --- | --- |"]
     for ex in items:
@@ -135,4 +137,5 @@ def table(items: list, link_prefix: str = "") -> str:
 def index_page() -> str:
     return ("# 练习\n\n每道题都在本地判：`python practice/judge.py` 列出全部题目和进度，`start N` 拿到起始代码，"
             "`test N` 判题，`hint N` 一条条看提示，`watch` 保存即判。评测在随机输入上与参考实现逐项比较，"
-            "删掉代码骗不过去。\n\n" + table(exercises(), link_prefix="../") + "\n")
+            "删掉代码骗不过去。只用标准库的题还能直接在题目页上、在浏览器里做；要 PyTorch 的题只能在本地做"
+            "（浏览器里的 Python 没有 PyTorch）。\n\n" + table(exercises(), link_prefix="../") + "\n")

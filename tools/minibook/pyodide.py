@@ -6,8 +6,6 @@
                     和模型一样：先写进同级的临时目录，写完一步改名，缓存里不会有写了一半的目录。
 - find_pyodide()    只看缓存，不联网。
 - copy_runtime()    把运行时文件拷进构建好的网站（mkdocs 的 hook 在 on_post_build 里调用）。
-- HARNESS           在 Pyodide 里跑评测的那一小段 Python：和 practice/judge.py 一样运行 test.py，
-                    读 judgekit 写出的 JSON 结论。网页里的 worker 执行它。
 
 命令行：python -m minibook.pyodide fetch
 没有网络时，可以先在别处 `npm pack pyodide@0.27.7`，再设 MINISGL_PYODIDE_TARBALL=那个 .tgz 的路径。
@@ -147,70 +145,6 @@ def copy_runtime(source: Path, dest: Path) -> int:
             shutil.copy2(src, dst)
         total += size
     return total
-
-
-# ---------------------------------------------------------------------------
-# 在 Pyodide 里评测：网页的 worker 执行下面这段代码，得到一个函数 judge_in_browser(job_json)。
-# job = {"root": 目录, "files": {相对路径: 内容}, "test": test.py 的相对路径, "target": 学习者代码的相对路径}
-# 文件按仓库里的样子摆（root/judgekit.py、root/004_batch_positions/test.py、root/workspace/…），
-# 于是 test.py 开头那句 sys.path.insert 照样能找到 judgekit。
-# 它做的事和 practice/judge.py 的 run_test 一样：设置 JUDGE_TARGET / JUDGE_RESULT，
-# 把 test.py 当作 __main__ 运行（结论由 judgekit 判定并写成 JSON），再读回 JSON。
-# 区别只是没有子进程：超时由网页结束整个 worker 来处理；学习者打印的内容由 worker 转给网页。
-# 这段代码也能在普通 CPython 里跑，tests/test_browser_practice.py 用它和 judge.py 对照。
-# ---------------------------------------------------------------------------
-
-HARNESS = r"""
-import contextlib, io, json, os, runpy, sys, tempfile, traceback
-
-
-def judge_in_browser(job_json):
-    job = json.loads(job_json)
-    root = job["root"]
-    for rel, text in job["files"].items():
-        path = os.path.join(root, rel)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
-    test, target = os.path.join(root, job["test"]), os.path.join(root, job["target"])
-    work = tempfile.mkdtemp(prefix="judge-")  # 和 judge.py 一样：在临时目录里跑
-    result_path = os.path.join(work, "result.json")
-    saved = dict(os.environ), list(sys.path), set(sys.modules), list(sys.argv), os.getcwd()
-    os.environ.update(JUDGE_TARGET=target, JUDGE_RESULT=result_path, PYTHONDONTWRITEBYTECODE="1")
-    sys.argv = [test]
-    sys.path.insert(0, os.path.dirname(test))  # 像 `python test.py` 那样
-    os.chdir(work)
-    stderr = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(stderr):
-            runpy.run_path(test, run_name="__main__")
-    except SystemExit:  # judgekit.main 最后总是 sys.exit(0 或 1)
-        pass
-    except BaseException:  # test.py 自己没能跑起来
-        stderr.write(traceback.format_exc())
-    finally:
-        # 同一个 worker 还要评测下一次：把环境恢复原样，并忘掉这次从题目文件导入的模块
-        # （judgekit、学习者的代码）；标准库模块留着，下次不用重新导入
-        os.chdir(saved[4])
-        os.environ.clear()
-        os.environ.update(saved[0])
-        sys.path[:], sys.argv[:] = saved[1], saved[3]
-        for name in set(sys.modules) - saved[2]:
-            if (getattr(sys.modules[name], "__file__", None) or "").startswith(root):
-                del sys.modules[name]
-    try:
-        with open(result_path, encoding="utf-8") as f:
-            result = json.load(f)
-    except (OSError, ValueError):
-        # 和 judge.py 一样：没有 JSON 结论就是崩溃，附上 stderr 的最后几行
-        lines = stderr.getvalue().rstrip().splitlines()
-        result = {"verdict": "crash", "message": "评测没有给出结论。你的代码是不是调用了 os._exit？",
-                  "detail": "\n".join(lines[-15:])}
-    return json.dumps(result, ensure_ascii=False)
-
-
-judge_in_browser
-"""
 
 
 def _main(argv: list[str]) -> int:
