@@ -1,18 +1,20 @@
 """练习与评测器的检查。
 
-1. 出题检查（authoring check）：清单里的每道题，四个文件都在；starter 判“未通过”，solution 判“通过”；
-   标了 stdlib_only 的题真的只用标准库；problem.md 至少有一条提示。
-2. 评测器 practice/judge.py 的命令行行为：全部通过子进程调用，JUDGE_HOME 指向 tmp_path，
+1. 出题检查（authoring check）：清单里的每道题，四个文件都在；starter 判“未通过”，solution 在这道题
+   自己的时间限制内判“通过”；标了 stdlib_only 的题真的只用标准库；problem.md 至少有一条提示；
+   starter 的文档字符串不提 judge.py（网页的编辑框里也显示它）。
+2. 评测的库 minibook.judging：清单字段、时间限制、“下一题”。
+3. 评测器 practice/judge.py 的命令行行为：全部通过子进程调用，JUDGE_HOME 指向 tmp_path，
    不碰真正的工作区和进度文件。
 """
 
 from __future__ import annotations
 
 import ast
-import importlib.util
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -20,21 +22,12 @@ from pathlib import Path
 
 import pytest
 
+from minibook import judging
+
 ROOT = Path(__file__).resolve().parents[1]
 PRACTICE = ROOT / "practice"
 JUDGE = PRACTICE / "judge.py"
-
-
-def _load_judge():
-    spec = importlib.util.spec_from_file_location("practice_judge", JUDGE)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["practice_judge"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-judge = _load_judge()
-EXERCISES = judge.load_exercises()
+EXERCISES = judging.load_exercises()
 
 
 # ---------------------------------------------------------------------------
@@ -47,7 +40,7 @@ def test_manifest_is_in_book_order():
     assert [ex.number for ex in EXERCISES] == list(range(1, len(EXERCISES) + 1))
     chapters = [ex.chapter for ex in EXERCISES]
     assert chapters == sorted(chapters), "练习要按书的章节顺序排"
-    known = judge.chapter_titles()
+    known = judging.chapter_titles()
     assert known, "读不到 chapters/manifest.toml"
     for ex in EXERCISES:
         assert ex.chapter in known, f"{ex.name} 的章节 {ex.chapter} 不在 chapters/manifest.toml 里"
@@ -56,23 +49,32 @@ def test_manifest_is_in_book_order():
 
 @pytest.mark.parametrize("ex", EXERCISES, ids=lambda ex: ex.name)
 def test_starter_fails_and_solution_passes(ex):
-    starter = judge.run_test(ex, ex.file("starter.py"), timeout=60)
+    starter = judging.run_test(ex, ex.file("starter.py"))
     assert starter.kind == "failed", (
         f"{ex.name} 的 starter 应该判“未通过”，实际是 {starter.kind}："
         f"{starter.message}\n{starter.detail}"
     )
-    solution = judge.run_test(ex, ex.file("solution.py"), timeout=60)
+    # 用这道题自己的时间限制（学习者拿到的就是它）：参考答案在限制内跑完，限制才算定得对
+    solution = judging.run_test(ex, ex.file("solution.py"))
     assert solution.kind == "passed", (
-        f"{ex.name} 的 solution 应该判“通过”，实际是 {solution.kind}："
-        f"{solution.message}\n{solution.detail}"
+        f"{ex.name} 的 solution 应该在 {ex.time_limit:g} 秒内判“通过”，实际是 {solution.kind}"
+        f"（{solution.seconds:.1f} 秒）：{solution.message}\n{solution.detail}"
     )
+
+
+def test_starter_docstrings_work_in_the_browser_editor_too():
+    """网页的编辑框里显示的就是 starter：文档字符串不能叫人去运行 judge.py。"""
+    for ex in EXERCISES:
+        doc = ast.get_docstring(ast.parse(ex.file("starter.py").read_text(encoding="utf-8"))) or ""
+        assert doc.startswith(f"练习 {ex.code} · {ex.title}"), ex.name
+        assert "judge.py" not in doc and "problem.md" not in doc, f"{ex.name}/starter.py 的文档字符串：{doc}"
 
 
 @pytest.mark.parametrize("ex", EXERCISES, ids=lambda ex: ex.name)
 def test_deleting_everything_does_not_pass(ex, tmp_path):
     empty = tmp_path / "empty.py"
     empty.write_text('"""什么都没写。"""\n', encoding="utf-8")
-    verdict = judge.run_test(ex, empty, timeout=60)
+    verdict = judging.run_test(ex, empty)
     assert verdict.kind == "failed", verdict
     assert "找不到" in verdict.message
 
@@ -98,7 +100,7 @@ def test_stdlib_only_exercises_import_only_the_standard_library(ex):
 @pytest.mark.parametrize("ex", EXERCISES, ids=lambda ex: ex.name)
 def test_problem_statement_has_chapter_difficulty_and_hints(ex):
     text = ex.file("problem.md").read_text(encoding="utf-8")
-    statement, hints = judge.split_problem(text)
+    statement, hints = judging.split_problem(text)
     assert f"第 {ex.chapter} 章" in statement
     assert ex.difficulty in statement
     assert hints, f"{ex.name}/problem.md 至少要有一节“## 提示”"
@@ -106,11 +108,67 @@ def test_problem_statement_has_chapter_difficulty_and_hints(ex):
     assert "提示" not in "".join(line for line in statement.splitlines() if line.startswith("#"))
 
 
-def test_mini_toml_reads_the_manifest_like_tomllib():
-    import tomllib
+# ---------------------------------------------------------------------------
+# 库：清单字段、时间限制、下一题
+# ---------------------------------------------------------------------------
 
-    text = (PRACTICE / "exercises.toml").read_text(encoding="utf-8")
-    assert judge._mini_toml(text) == tomllib.loads(text)
+
+def copy_practice(dest: Path, extra_toml: str = "", edit=None) -> Path:
+    """把 practice/ 拷一份（不带工作区和进度），可以改清单；返回拷贝里的 judge.py。"""
+    shutil.copytree(PRACTICE, dest, ignore=shutil.ignore_patterns("workspace", ".progress.json", "__pycache__"))
+    manifest = dest / "exercises.toml"
+    text = manifest.read_text(encoding="utf-8")
+    if edit:
+        text = edit(text)
+    manifest.write_text(text + extra_toml, encoding="utf-8")
+    return dest / "judge.py"
+
+
+def test_default_time_limit_fits_the_exercises():
+    """默认限制是几秒，不是一分钟；参考答案最慢的一道在这台机器上也只用了它的一小部分（见上面的出题检查）。"""
+    assert 5 <= judging.DEFAULT_TIME_LIMIT <= 15
+
+
+def _with_limit(slug: str, value: str):
+    def edit(text: str) -> str:
+        head = f'slug = "{slug}"\n'
+        assert head in text
+        return text.replace(head, head + f"time_limit = {value}\n")
+    return edit
+
+
+def test_an_exercise_can_ask_for_more_time(tmp_path):
+    judge = copy_practice(tmp_path / "practice", edit=_with_limit("req_lengths", "25"))
+    exercises = judging.load_exercises(judge.parent / "exercises.toml")
+    limits = {ex.slug: ex.time_limit for ex in exercises}
+    assert limits.pop("req_lengths") == 25
+    assert set(limits.values()) == {judging.DEFAULT_TIME_LIMIT}
+
+
+@pytest.mark.parametrize("value", ["0", "-3", '"long"', "true"])
+def test_a_bad_time_limit_is_a_user_error(tmp_path, value):
+    judge = copy_practice(tmp_path / "practice", edit=_with_limit("req_lengths", value))
+    with pytest.raises(judging.UserError, match="time_limit"):
+        judging.load_exercises(judge.parent / "exercises.toml")
+
+
+def test_next_exercise_is_the_first_unsolved_after_the_last_worked_on(tmp_path):
+    progress = judging.Progress(tmp_path / ".progress.json")
+    first, third, fifth, last = EXERCISES[0], EXERCISES[2], EXERCISES[4], EXERCISES[-1]
+    assert progress.next_exercise(EXERCISES) is first  # 什么都没做过：第一题
+    progress.record_test(fifth, "passed", None)
+    assert progress.next_exercise(EXERCISES) is EXERCISES[5]  # 不是回到第一题
+    progress.record_test(third, "failed", None)
+    assert progress.last_worked(EXERCISES) is third
+    assert progress.next_exercise(EXERCISES) is EXERCISES[3]
+    progress.record_test(EXERCISES[3], "passed", None)
+    assert progress.next_exercise(EXERCISES) is EXERCISES[5]  # 跳过已经通过的第 5 题
+    for ex in EXERCISES[5:]:
+        progress.record_test(ex, "passed", None)
+    assert progress.last_worked(EXERCISES) is last
+    assert progress.next_exercise(EXERCISES) is first  # 后面都通过了：从头找
+    reread = judging.Progress(tmp_path / ".progress.json")  # 存盘了
+    assert reread.last_worked(EXERCISES) is last and reread.next_exercise(EXERCISES) is first
 
 
 # ---------------------------------------------------------------------------
@@ -201,6 +259,9 @@ def test_test_reports_not_started_then_failed_then_passed_and_records_progress(t
     r = run_cli("test", N, home=tmp_path)
     assert r.returncode == 0, r.stdout
     assert "通过" in r.stdout and "未通过" not in r.stdout
+    after = EXERCISES[CLI.number]  # 下一题是它后面那道，不是第一题
+    assert f"下一题：{after.label}" in r.stdout and f"start {after.number}" in r.stdout
+    assert f"test {N}" not in r.stdout  # 通过了就不再叫人去评测它
     entry = progress_of(tmp_path)[CLI.slug]
     assert entry["status"] == "passed" and entry["attempts"] == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == [
@@ -214,6 +275,19 @@ def test_test_reports_not_started_then_failed_then_passed_and_records_progress(t
     assert (
         r.returncode == 0 and f"已完成 1/{len(EXERCISES)}" in r.stdout and "评测 2 次" in r.stdout
     )
+    assert f"下一题：{after.label}" in r.stdout
+    r = run_cli(home=tmp_path)
+    assert f"下一题：{after.label}" in r.stdout and FIRST.label not in r.stdout.split("已完成")[-1]
+
+
+def test_next_is_the_exercise_being_worked_on(tmp_path):
+    later = EXERCISES[-1]
+    run_cli("start", str(later.number), home=tmp_path)
+    r = run_cli(home=tmp_path)
+    assert f"接着做：{later.label}" in r.stdout and f"test {later.number}" in r.stdout
+    run_cli("start", N, home=tmp_path)  # 换一道做：“接着做”跟着最近在做的那道走
+    r = run_cli("progress", home=tmp_path)
+    assert f"接着做：{CLI.label}" in r.stdout and f"test {N}" in r.stdout
 
 
 def test_infinite_loop_is_a_timeout(tmp_path):
@@ -228,7 +302,21 @@ def test_infinite_loop_is_a_timeout(tmp_path):
     assert r.returncode == 1
     assert "超时" in r.stdout and "3 秒" in r.stdout
     assert elapsed < 15, f"超时应在 3 秒左右判出，实际用了 {elapsed:.1f} 秒"
+    assert "--timeout 6" in r.stdout
     assert progress_of(tmp_path)[CLI.slug]["last_verdict"] == "timeout"
+
+
+def test_without_timeout_the_exercise_limit_applies(tmp_path):
+    judge = copy_practice(tmp_path / "practice", edit=_with_limit(CLI.slug, "2"))
+    home = tmp_path / "home"
+    target = workspace(home, CLI)
+    target.parent.mkdir(parents=True)
+    target.write_text("while True:\n    pass\n")
+    start = time.monotonic()
+    r = run_cli("test", N, home=home, judge_path=judge)
+    elapsed = time.monotonic() - start
+    assert r.returncode == 1 and "超时" in r.stdout and "在 2 秒内" in r.stdout, r.stdout
+    assert elapsed < 12, elapsed
 
 
 def test_syntax_error_reports_file_and_line(tmp_path):
@@ -256,39 +344,60 @@ def test_runtime_crash_shows_the_end_of_the_traceback(tmp_path):
     [
         (["test", "99"], "没有第 99 题"),
         (["start", "abc"], "不是练习编号"),
-        (["hint"], "需要一个练习编号"),
-        (["frobnicate"], "不认识的命令"),
-        (["test", "1", "--timeout", "soon"], "--timeout"),
-        (["list", "--force"], "不认识选项"),
     ],
 )
-def test_bad_input_is_one_chinese_line_and_exit_2(tmp_path, args, words):
+def test_bad_exercise_is_one_chinese_line_and_exit_2(tmp_path, args, words):
     r = run_cli(*args, home=tmp_path)
     assert r.returncode == 2
-    assert words in r.stderr
+    assert r.stderr.startswith("错误：") and words in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
     assert "Traceback" not in r.stderr + r.stdout
 
 
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["hint"], "缺少参数：N"),
+        (["frobnicate"], "没有 'frobnicate' 这一项"),
+        (["test", "1", "--timeout", "soon"], "--timeout：要一个正数"),
+        (["test", "1", "--timeout", "0"], "--timeout：要一个正数"),
+        (["list", "--force"], "多余的参数：--force"),
+    ],
+)
+def test_bad_command_line_is_usage_and_a_chinese_error(tmp_path, args, words):
+    """命令写错：argparse 给出用法和一行中文错误（书里所有工具同一个约定，minibook.cli）。"""
+    r = run_cli(*args, home=tmp_path)
+    assert r.returncode == 2
+    usage, error = r.stderr.strip().splitlines()
+    assert usage.startswith("用法：") and "错误：" in error and words in error, r.stderr
+    assert "Traceback" not in r.stderr + r.stdout and r.stdout == ""
+
+
+def test_help_is_chinese_and_works_with_a_broken_manifest(tmp_path):
+    judge = copy_practice(tmp_path / "practice", extra_toml="\n[[exercise]]\nnumber = 99\n")
+    r = run_cli("-h", home=tmp_path, judge_path=judge)
+    assert r.returncode == 0 and r.stdout.startswith("用法：")
+    for command in ("list", "start", "test", "hint", "show", "solution", "watch", "progress"):
+        assert command in r.stdout
+    r = run_cli("list", home=tmp_path, judge_path=judge)
+    assert r.returncode == 2 and "缺少字段 slug" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
 def test_manifest_entry_without_folder_is_exit_2(tmp_path):
-    copy = tmp_path / "practice"
-    shutil.copytree(
-        PRACTICE, copy, ignore=shutil.ignore_patterns("workspace", ".progress.json", "__pycache__")
+    n = len(EXERCISES) + 1
+    judge = copy_practice(
+        tmp_path / "practice",
+        extra_toml=f'\n[[exercise]]\nnumber = {n}\nslug = "ghost"\ntitle = "不存在的题"\n'
+        f'chapter = 1\ndifficulty = "简单"\nstdlib_only = true\n',
     )
-    with open(copy / "exercises.toml", "a", encoding="utf-8") as f:
-        n = len(EXERCISES) + 1
-        f.write(
-            f'\n[[exercise]]\nnumber = {n}\nslug = "ghost"\ntitle = "不存在的题"\n'
-            f'chapter = 1\ndifficulty = "简单"\nstdlib_only = true\n'
-        )
-    r = run_cli("list", home=tmp_path / "home", judge_path=copy / "judge.py")
+    r = run_cli("list", home=tmp_path / "home", judge_path=judge)
     assert r.returncode == 2
     assert f"{n:03d}_ghost" in r.stderr and "不存在" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
 
 
 def test_hint_reveals_one_more_each_time(tmp_path):
-    _, hints = judge.split_problem(CLI.file("problem.md").read_text(encoding="utf-8"))
+    _, hints = judging.split_problem(CLI.file("problem.md").read_text(encoding="utf-8"))
     assert len(hints) >= 2
     first, second = hints[0][0], hints[1][0]
 
@@ -310,7 +419,7 @@ def test_show_hides_hints(tmp_path):
     r = run_cli("show", N, home=tmp_path)
     assert r.returncode == 0
     assert CLI.title in r.stdout
-    _, hints = judge.split_problem(CLI.file("problem.md").read_text(encoding="utf-8"))
+    _, hints = judging.split_problem(CLI.file("problem.md").read_text(encoding="utf-8"))
     assert hints[0][1].splitlines()[0] not in r.stdout
 
 
@@ -343,9 +452,9 @@ def test_watch_once_tests_the_changed_file(tmp_path):
     assert "没有新的改动" in r.stdout
 
 
-def test_watch_exits_cleanly_on_ctrl_c(tmp_path):
-    import signal
-
+def test_watch_speaks_watch_mode_and_exits_cleanly_on_ctrl_c(tmp_path):
+    """开着 watch：刚 start 的起始代码先不评；保存就评测，建议里不叫人去运行 test N；Ctrl-C 退出。"""
+    run_cli("start", N, home=tmp_path)
     env = dict(os.environ, JUDGE_HOME=str(tmp_path), NO_COLOR="1")
     proc = subprocess.Popen(
         [sys.executable, str(JUDGE), "watch"],
@@ -356,14 +465,24 @@ def test_watch_exits_cleanly_on_ctrl_c(tmp_path):
         env=env,
     )
     try:
-        time.sleep(1.5)  # 让它启动并进入轮询
+        time.sleep(2)  # 让它启动并进入轮询
+        workspace(tmp_path, CLI).write_text("class ReqState:\n    def __init__(self, a, b, c)\n")
+        deadline = time.monotonic() + 30
+        while not (tmp_path / ".progress.json").read_text(encoding="utf-8").count("last_verdict"):
+            assert time.monotonic() < deadline and proc.poll() is None, "watch 没有评测改过的文件"
+            time.sleep(0.3)
+        time.sleep(0.5)  # 让它把结论打印完
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=10)
     finally:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 0, err
+    assert "还是起始代码" in out and "正在监视" in out
+    assert "语法错误" in out and "这里会自动重新评测" in out
+    assert f"test {N}" not in out, out
     assert "再见" in out and "Traceback" not in err
+    assert progress_of(tmp_path)[CLI.slug]["last_verdict"] == "syntax"
 
 
 def test_a_broken_progress_file_is_set_aside_not_a_crash(tmp_path):
