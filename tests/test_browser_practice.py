@@ -1,9 +1,9 @@
 """网站上的练习：只用标准库的题在浏览器里评测（Pyodide + Web Worker），用的是和本地 judge.py 同一份
 test.py、judgekit.py。
 
-(a) 不开浏览器：页面里嵌的文件就是 practice/ 里的原文件；在 Pyodide 里跑评测的那段 Python（HARNESS）
-    放到普通 CPython 里，结论和 practice/judge.py 一字不差；取不到 Pyodide 时网站照样 --strict 构建，
-    页面上换成说明。
+(a) 不开浏览器：页面里嵌的文件就是 practice/ 里的原文件和 minibook/browser_judge.py；在 Pyodide 里跑
+    评测的 browser_judge.py 放到普通 CPython 里，结论和 practice/judge.py 一字不差；取不到 Pyodide 时网站
+    照样 --strict 构建，页面上换成说明；要 torch 的题说明为什么只能在本地做。
 (b) 真浏览器：构建网站，用 http.server 在 127.0.0.1 上提供（file:// 下 worker 和 wasm 都不让用），
     用 playwright 驱动系统里的 Chromium：起始代码 → 未通过，参考答案 → 通过，死循环 → 超时，
     然后新的 worker 再次通过；代码存在 localStorage 里，重置恢复起始代码。
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from minibook import practice, pyodide
+from minibook import browser_judge, judging, practice, pyodide
 
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -58,7 +58,9 @@ def test_page_embeds_the_real_judge_files(ex):
     assert job["starter"] == ex.file("starter.py").read_text(encoding="utf-8")
     assert job["files"] == {"judgekit.py": (REPO / "practice" / "judgekit.py").read_text(encoding="utf-8"),
                             f"{ex.name}/test.py": ex.file("test.py").read_text(encoding="utf-8")}
+    assert job["harness"] == Path(browser_judge.__file__).read_text(encoding="utf-8")  # 一个真文件，原样嵌入
     page = practice.exercise_page(ex, browser=True)
+    assert f'data-timeout="{ex.time_limit:g}"' in page and f"时间限制 {ex.time_limit:g} 秒" in page
     assert page_job(page) == job  # 转义过的 JSON 读回来一模一样
     assert "</script>" not in page.split('class="practice-data">')[1].split("</script>")[0]
     solution = ex.file("solution.py").read_text(encoding="utf-8")
@@ -70,21 +72,25 @@ def test_page_embeds_the_real_judge_files(ex):
 def test_pages_without_pyodide_or_without_stdlib():
     page = practice.exercise_page(SAMPLE, browser=False)
     assert "practice-runner" not in page and pyodide.FETCH_HINT in page and "python practice/judge.py" in page
-    for ex in EXERCISES:
-        if not ex.stdlib_only:  # 要 torch 的题：浏览器里没有，只在本地评测
-            page = practice.exercise_page(ex, browser=True)
+    torch_exercises = [ex for ex in EXERCISES if not ex.stdlib_only]
+    assert torch_exercises
+    for ex in torch_exercises:  # 要 torch 的题：浏览器里没有 PyTorch，只在本地评测，页面上说清楚为什么
+        for browser in (True, False):
+            page = practice.exercise_page(ex, browser=browser)
             assert "practice-runner" not in page and pyodide.FETCH_HINT not in page
+            assert "只能在本地评测" in page and "PyTorch" in page and f"judge.py test {ex.number}" in page
+    for ex in STDLIB:
+        assert "只能在本地评测" not in practice.exercise_page(ex, browser=True)
 
 
 def harness_verdict(ex, code: str, tmp_path: Path) -> dict:
-    """在子进程的 CPython 里执行 HARNESS（浏览器里 worker 跑的就是它），评测 code。"""
+    """在子进程的 CPython 里运行 minibook/browser_judge.py（浏览器里 worker 跑的就是它），评测 code。"""
     job = practice.browser_job(ex)
     job["root"] = str(tmp_path / "practice")
     job["files"] = {**job["files"], job["target"]: code}
     tmp_path.mkdir(parents=True, exist_ok=True)
-    script = f"{pyodide.HARNESS}\nimport sys\nsys.stdout.write(judge_in_browser(sys.stdin.read()))"
-    proc = subprocess.run([sys.executable, "-c", script], input=json.dumps(job), capture_output=True,
-                          text=True, timeout=120, cwd=tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "minibook.browser_judge"], input=json.dumps(job),
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -101,7 +107,7 @@ def test_harness_gives_the_same_verdict_as_judge(ex, tmp_path):
     for name, code in cases.items():
         local_file = tmp_path / f"{name}.py"
         local_file.write_text(code, encoding="utf-8")
-        local = practice.judge().run_test(ex, local_file, timeout=60)
+        local = judging.run_test(ex, local_file)
         browser = harness_verdict(ex, code, tmp_path / name)
         assert browser["verdict"] == local.kind, (name, browser, local)
         if name == "crash":  # 导入时出错：消息一样，traceback 里的路径不同
@@ -208,10 +214,10 @@ def test_judge_in_the_browser(page, site_url, tmp_path):
     solution = SAMPLE.file("solution.py").read_text(encoding="utf-8")
     page.goto(f"{site_url}/practice/{SAMPLE.name}/?timeout={TEST_TIMEOUT}")
     editor = page.locator(".practice-editor")
-    assert editor.input_value() == starter
+    assert editor.input_value() == starter and "judge.py" not in starter  # 编辑框里不叫人运行命令
 
     # 起始代码：未通过，消息和本地 judge.py 评测同一个文件时一样
-    local = practice.judge().run_test(SAMPLE, SAMPLE.file("starter.py"), timeout=60)
+    local = judging.run_test(SAMPLE, SAMPLE.file("starter.py"))
     kind, text, first = run_and_wait(page)
     assert kind == "failure" and "未通过" in text, text
     assert local.message in text
