@@ -413,7 +413,7 @@ def cmd_watch(args: argparse.Namespace, s: Session) -> int:
             return  # 刚被删掉或改名
         stamp = dim(f"[{time.strftime('%H:%M:%S')}]")
         if untouched:  # 刚 start 的题：还是起始代码，评测只会得到“未通过”，先不评
-            print(f"{stamp} {bold(f'开始：{ex.label}')}：{show_path(target)} 还是起始代码，改了保存就评测。")
+            print(f"{stamp} {bold(ex.label)} 已开始：{show_path(target)} 还是起始代码，改了保存就评测。")
             return
         print(f"{stamp} {dim(f'评测 {ex.label} …')}")
         progress = s.progress()

@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -213,7 +213,6 @@ class Verdict:
     output: str = ""  # 你的代码打印的东西（最后几行）
     seconds: float = 0.0
     limit: float = 0.0  # 这次评测的时间限制（秒）
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from minibook import pyodide
-from minibook.judging import PRACTICE, Exercise, UserError, load_exercises, read_problem
+from minibook.judging import Exercise, UserError, load_exercises, read_problem
 
 __all__ = ["UserError", "exercises", "chapter_exercises", "page_uri", "exercise_page", "browser_job",
            "table", "index_page"]

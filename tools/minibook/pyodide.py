@@ -23,6 +23,7 @@ import tarfile
 from collections.abc import Callable
 from pathlib import Path
 
+from minibook import cli
 from minibook.models import cache_dir, is_prepared, prepare_folder
 
 VERSION = "0.27.7"
@@ -147,14 +148,16 @@ def copy_runtime(source: Path, dest: Path) -> int:
     return total
 
 
-def _main(argv: list[str]) -> int:
-    if argv != ["fetch"]:
-        print(f"用法：{FETCH_HINT}    # 把 Pyodide {VERSION} 取进 {target_dir()}")
-        return 2
+def _main(argv: list[str] | None = None) -> int:
+    parser = cli.ArgumentParser(prog="python -m minibook.pyodide",
+                                description="网站练习页在浏览器里评测要用的 Pyodide：取一次，放进模型缓存旁边。")
+    sub = parser.add_subparsers(title="命令", dest="command", metavar="命令", required=True)
+    sub.add_parser("fetch", help=f"把 Pyodide {VERSION} 取进 {target_dir()}")
+    parser.parse_args(argv)
     try:
         folder = fetch()
     except PyodideFetchError as e:
-        print(f"取 Pyodide 失败：{e}", file=sys.stderr)
+        print(f"错误：取 Pyodide 失败：{e}", file=sys.stderr)
         print("本地评测 python practice/judge.py 不需要它；网站上的练习页会改为显示本地评测的命令。",
               file=sys.stderr)
         return 1
@@ -163,4 +166,4 @@ def _main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(_main(sys.argv[1:]))
+    cli.run(_main)
