@@ -245,7 +245,7 @@ def cmd_list(args: argparse.Namespace, s: Session) -> int:
     return 0
 
 
-def print_next(s: Session, progress: Progress) -> None:
+def print_next(s: Session, progress: Progress, *, watching: bool = False) -> None:
     if not s.exercises:
         print("清单里还没有练习。")
         return
@@ -254,11 +254,14 @@ def print_next(s: Session, progress: Progress) -> None:
         print(green("🎉 全部练习都通过了！"))
         return
     word, ex = up
-    if word == "接着做":
+    if word == "接着做" and watching:
+        print(f"接着做：{bold(ex.label)}（{show_path(s.workspace.file(ex))}，保存就评测）")
+    elif word == "接着做":
         print(f"接着做：{bold(ex.label)}")
         print(f"   在 {show_path(s.workspace.file(ex))} 里写，然后 {cyan(f'{s.cmd} test {ex.number}')}")
     else:
-        print(f"下一题：{bold(ex.label)} → {cyan(f'{s.cmd} start {ex.number}')}")
+        where = "在另一个终端运行 " if watching else ""
+        print(f"下一题：{bold(ex.label)} → {where}{cyan(f'{s.cmd} start {ex.number}')}")
 
 
 def cmd_overview(args: argparse.Namespace, s: Session) -> int:
@@ -440,7 +443,7 @@ def cmd_watch(args: argparse.Namespace, s: Session) -> int:
                 print("没有新的改动需要评测。")
             return 1 if any_failed else 0
         if not pending and seen:
-            print_next(s, s.progress())
+            print_next(s, s.progress(), watching=True)
         while True:
             time.sleep(WATCH_INTERVAL)
             now = mtimes()

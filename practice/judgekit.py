@@ -19,8 +19,9 @@ starter、solution 和学习者工作区里的副本::
 
     JUDGE_TARGET=practice/003_req_lengths/solution.py python practice/003_req_lengths/test.py
 
-judge.py 还会设置 JUDGE_RESULT=某个文件路径：评测结果以 JSON 写到那里，judge.py 据此给出
-通过 / 未通过 / 语法错误 / 运行时崩溃 的结论（超时由 judge.py 自己计时）。单独运行时，结论
+评测器（judge.py 用的 minibook.judging.run_test，网页上是 minibook/browser_judge.py）还会设置
+JUDGE_RESULT=某个文件路径：评测结果以 JSON 写到那里，评测器据此给出 通过 / 未通过 / 语法错误 /
+运行时崩溃 的结论（超时由评测器自己计时：本地结束子进程，网页上结束 worker）。单独运行时，结论
 直接打印出来，退出码 0 表示通过。
 
 给出题人的约定：

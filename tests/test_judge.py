@@ -443,6 +443,10 @@ def test_watch_once_tests_the_changed_file(tmp_path):
     assert r.returncode == 0 and "工作区还是空的" in r.stdout
 
     run_cli("start", N, home=tmp_path)
+    r = run_cli("watch", "--once", home=tmp_path)  # 刚 start 的起始代码先不评
+    assert r.returncode == 0 and "还是起始代码" in r.stdout and "未通过" not in r.stdout
+    assert "last_verdict" not in progress_of(tmp_path).get(CLI.slug, {})
+
     shutil.copyfile(CLI.file("solution.py"), workspace(tmp_path, CLI))
     r = run_cli("watch", "--once", home=tmp_path)
     assert r.returncode == 0, r.stdout
@@ -453,8 +457,9 @@ def test_watch_once_tests_the_changed_file(tmp_path):
 
 
 def test_watch_speaks_watch_mode_and_exits_cleanly_on_ctrl_c(tmp_path):
-    """开着 watch：刚 start 的起始代码先不评；保存就评测，建议里不叫人去运行 test N；Ctrl-C 退出。"""
+    """开着 watch：保存就评测，建议里不叫人去运行 test N（它自己会评）；Ctrl-C 退出。"""
     run_cli("start", N, home=tmp_path)
+    run_cli("test", N, home=tmp_path)  # 评测过了：watch 一开始没有要评的，先说接着做哪道
     env = dict(os.environ, JUDGE_HOME=str(tmp_path), NO_COLOR="1")
     proc = subprocess.Popen(
         [sys.executable, str(JUDGE), "watch"],
@@ -468,7 +473,7 @@ def test_watch_speaks_watch_mode_and_exits_cleanly_on_ctrl_c(tmp_path):
         time.sleep(2)  # 让它启动并进入轮询
         workspace(tmp_path, CLI).write_text("class ReqState:\n    def __init__(self, a, b, c)\n")
         deadline = time.monotonic() + 30
-        while not (tmp_path / ".progress.json").read_text(encoding="utf-8").count("last_verdict"):
+        while progress_of(tmp_path)[CLI.slug]["last_verdict"] != "syntax":
             assert time.monotonic() < deadline and proc.poll() is None, "watch 没有评测改过的文件"
             time.sleep(0.3)
         time.sleep(0.5)  # 让它把结论打印完
@@ -478,7 +483,7 @@ def test_watch_speaks_watch_mode_and_exits_cleanly_on_ctrl_c(tmp_path):
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 0, err
-    assert "还是起始代码" in out and "正在监视" in out
+    assert "正在监视" in out and f"接着做：{CLI.label}" in out and "保存就评测" in out
     assert "语法错误" in out and "这里会自动重新评测" in out
     assert f"test {N}" not in out, out
     assert "再见" in out and "Traceback" not in err
