@@ -21,7 +21,9 @@ starter、solution 和学习者工作区里的副本::
 
 评测器（judge.py 用的 minibook.judging.run_test，网页上是 minibook/browser_judge.py）还会设置
 JUDGE_RESULT=某个文件路径：评测结果以 JSON 写到那里，评测器据此给出 通过 / 未通过 / 语法错误 /
-运行时崩溃 的结论（超时由评测器自己计时：本地结束子进程，网页上结束 worker）。单独运行时，结论
+运行时崩溃 的结论（超时由评测器自己计时：本地结束子进程，网页上结束 worker）。本地评测还设置
+JUDGE_STARTED=某个文件路径：main() 开始评测时创建它，时间限制从这一刻算起，test.py 自己的
+import（比如 torch）不算在里面。单独运行时，结论
 直接打印出来，退出码 0 表示通过。
 
 给出题人的约定：
@@ -344,6 +346,10 @@ def main(run: Callable[[Any], None]) -> None:
         print(f"找不到要评测的文件：{target}")
         sys.exit(2)
 
+    started = os.environ.get("JUDGE_STARTED")
+    if started:
+        # 告诉评测器：test.py 的准备（import torch 之类）做完了，从这里开始算学习者代码的时间
+        Path(started).touch()
     result = evaluate(run, target, test_file)
 
     result_path = os.environ.get("JUDGE_RESULT")

@@ -62,6 +62,16 @@ def test_starter_fails_and_solution_passes(ex):
     )
 
 
+def test_every_test_goes_through_judgekit_main():
+    """时间限制从 judgekit.main() 开始评测时算起（见 judging.run_test）：每个 test.py 都得经过它。"""
+    for ex in EXERCISES:
+        tree = ast.parse(ex.file("test.py").read_text(encoding="utf-8"))
+        imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == "judgekit"
+                    for a in n.names}
+        calls = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+        assert "main" in imported and "main" in calls, f"{ex.name}/test.py 要用 judgekit.main(run) 评测"
+
+
 def test_starter_docstrings_work_in_the_browser_editor_too():
     """网页的编辑框里显示的就是 starter：文档字符串不能叫人去运行 judge.py。"""
     for ex in EXERCISES:
@@ -150,6 +160,40 @@ def test_a_bad_time_limit_is_a_user_error(tmp_path, value):
     judge = copy_practice(tmp_path / "practice", edit=_with_limit("req_lengths", value))
     with pytest.raises(judging.UserError, match="time_limit"):
         judging.load_exercises(judge.parent / "exercises.toml")
+
+
+def _slow_to_start(tmp_path: Path, seconds: float, limit: str):
+    """practice/ 的拷贝：req_lengths 的 test.py 在开始评测之前先睡 seconds 秒（像冷启动时 import torch）。"""
+    judge = copy_practice(tmp_path / "practice", edit=_with_limit(CLI.slug, limit))
+    test = judge.parent / CLI.name / "test.py"
+    text = test.read_text(encoding="utf-8")
+    main = 'if __name__ == "__main__":'
+    assert text.count(main) == 1
+    test.write_text(text.replace(main, f"import time\ntime.sleep({seconds})\n\n{main}"), encoding="utf-8")
+    ex = next(ex for ex in judging.load_exercises(judge.parent / "exercises.toml") if ex.slug == CLI.slug)
+    return ex
+
+
+def test_the_time_limit_counts_the_learners_code_not_test_imports(tmp_path):
+    ex = _slow_to_start(tmp_path, 3, "2")
+    verdict = judging.run_test(ex, ex.file("solution.py"))
+    assert verdict.kind == "passed", verdict  # 3 秒的“import”不算进 2 秒的限制
+    assert verdict.seconds < 2
+    loop = tmp_path / "loop.py"
+    loop.write_text("while True:\n    pass\n")
+    start = time.monotonic()
+    verdict = judging.run_test(ex, loop)
+    assert verdict.kind == "timeout" and verdict.limit == 2
+    assert 5 <= time.monotonic() - start < 15  # 3 秒准备 + 2 秒限制
+
+
+def test_a_test_that_never_starts_is_a_crash_not_a_hang(tmp_path, monkeypatch):
+    ex = _slow_to_start(tmp_path, 30, "2")
+    monkeypatch.setattr(judging, "STARTUP_LIMIT", 1)
+    start = time.monotonic()
+    verdict = judging.run_test(ex, ex.file("solution.py"))
+    assert verdict.kind == "crash" and "没能开始" in verdict.message and "不是你的代码" in verdict.message
+    assert time.monotonic() - start < 10
 
 
 def test_next_exercise_is_the_first_unsolved_after_the_last_worked_on(tmp_path):

@@ -34,10 +34,13 @@ CHAPTERS_MANIFEST = PRACTICE.parent / "chapters" / "manifest.toml"
 
 EXERCISE_FILES = ("problem.md", "starter.py", "solution.py", "test.py")
 DIFFICULTIES = ("简单", "中等", "困难")
-# 每道题的时间限制（秒），本地和浏览器里一样。参考答案最慢的一道在 2 核的机器上约 2.5 秒
-# （大半是 import torch），10 秒留了四倍的余量，死循环也不用等太久。
+# 每道题的时间限制（秒），本地和浏览器里一样。限制只算学习者的代码：本地从 judgekit 开始评测算起
+# （test.py 自己 import torch 的一两秒、冷启动时的十来秒都不算），网页上从 Pyodide 加载好算起。
+# 这样算，参考答案最慢的一道也不到 2 秒（见 practice/README.md），10 秒足够，死循环也不用等太久。
 # 真要更久的题在清单里写 time_limit = 秒数。
 DEFAULT_TIME_LIMIT = 10
+# test.py 开始评测之前（解释器启动、import torch）最多等多久；超过了不是学习者的错，结论是“崩溃”
+STARTUP_LIMIT = 120
 
 
 class UserError(cli.UserError):
@@ -247,6 +250,25 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
     proc.wait()
 
 
+def _wait_for_start(proc: subprocess.Popen[bytes], started: Path,
+                    launched: float) -> tuple[int | None, float | None]:
+    """等 test.py 开始评测（started 文件出现）。返回 (退出码, 开始的时刻)：
+
+    (None, 时刻)  开始评测了，还在跑；(退出码, None) 还没开始就结束了（比如缺 torch）；
+    (None, None)  STARTUP_LIMIT 秒还没开始。
+    """
+    while True:
+        if started.exists():
+            return None, time.monotonic()
+        try:
+            returncode = proc.wait(timeout=0.02)
+        except subprocess.TimeoutExpired:
+            if time.monotonic() - launched > STARTUP_LIMIT:
+                return None, None
+            continue
+        return returncode, (time.monotonic() if started.exists() else None)
+
+
 def run_test(ex: Exercise, target: Path, timeout: float | None = None) -> Verdict:
     """用 ex 的 test.py 评测 target 文件，返回结论；timeout 默认是这道题的时间限制。
 
@@ -266,7 +288,9 @@ def run_test(ex: Exercise, target: Path, timeout: float | None = None) -> Verdic
             PYTHONIOENCODING="utf-8",
             PYTHONUNBUFFERED="1",
         )
-        start = time.monotonic()
+        started = tmp / "started"  # judgekit.main() 开始评测时创建它
+        env["JUDGE_STARTED"] = str(started)
+        launched = time.monotonic()
         with open(tmp / "stdout", "wb") as out, open(tmp / "stderr", "wb") as err:
             proc = subprocess.Popen(
                 [sys.executable, str(ex.file("test.py"))],
@@ -278,7 +302,14 @@ def run_test(ex: Exercise, target: Path, timeout: float | None = None) -> Verdic
                 start_new_session=True,  # 自成一个进程组：超时时一起结束；Ctrl-C 也不会直接打到它
             )
             try:
-                returncode = proc.wait(timeout=limit)
+                returncode, start = _wait_for_start(proc, started, launched)
+                if returncode is None and start is None:
+                    _kill(proc)
+                    return Verdict("crash", limit=limit, detail=_tail(tmp / "stderr", 15),
+                                   message=f"评测在 {STARTUP_LIMIT} 秒内没能开始：test.py 导入依赖（比如 torch）"
+                                           "太慢或者卡住了，这不是你的代码的问题")
+                if returncode is None:
+                    returncode = proc.wait(timeout=max(0.0, limit - (time.monotonic() - start)))
             except subprocess.TimeoutExpired:
                 _kill(proc)
                 return Verdict("timeout", seconds=time.monotonic() - start, limit=limit,
@@ -286,7 +317,7 @@ def run_test(ex: Exercise, target: Path, timeout: float | None = None) -> Verdic
             except BaseException:  # Ctrl-C：先收拾掉子进程再往外抛
                 _kill(proc)
                 raise
-        seconds = time.monotonic() - start
+        seconds = time.monotonic() - (start or launched)
         output = _tail(tmp / "stdout")
 
         try:
