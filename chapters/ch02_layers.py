@@ -61,7 +61,7 @@ tree()
 listing("examples/ch02_layers.py", "ThreadComm")
 
 # %% [markdown]
-# ## 一张图：一个解码层里只有三处通信
+# ## 一张图：通信只发生在三种位置
 #
 # ![一个解码层的数据流：嵌入层、两个带残差的 RMSNorm、列并行的 qkv_proj 和 gate_up_proj、注意力层、行并行的 o_proj 和 down_proj、LM head；右侧是 Qwen3-0.6B 在 TP=2 时一个 rank 上的张量形状，红色标出三处通信](../assets/ch02_layer_flow.svg)
 #
@@ -635,7 +635,7 @@ assert not torch.allclose(partials[0] + partials[1] + 2 * b, full, atol=1e-3)
 # %% [markdown]
 # 单看一份部分和差得很远，相加再加一次 bias 才对；每个 rank 各加一次，就多出一个 `b`。
 #
-# ### 每个 rank 存多大
+# ### 每个 rank 存多大：头数决定能切几份
 #
 # 按两个模型的真实尺寸、在几个 TP 规模下建出五种层（rank 0 的视角），表格是现算的：
 
