@@ -925,7 +925,7 @@ run("python examples/ch02_layers.py")
 # %% [markdown]
 # ## 与官方的差异
 #
-# - 我们的 RMSNorm、RoPE、`silu_and_mul` 都用 PyTorch 写、不改输入，上游调 flashinfer 的原地内核（`layers/norm.py` · `RMSNormFused`），因为 CPU 上要能跑、能和 HF 逐位对照。
+# - 我们的 RMSNorm、RoPE、`silu_and_mul` 都用 PyTorch 写、不改输入，[上游](../glossary.md#upstream)调 flashinfer 的原地内核（`layers/norm.py` · `RMSNormFused`），因为 CPU 上要能跑、能和 HF 逐位对照。
 # - 我们的 `load_state_dict` 先全部核对、出错一个都不换，上游边 `pop` 边赋值、用 `assert` 检查（`layers/base.py` · `BaseOP`），因为装到一半的模型最难查。
 # - 我们总在 CPU 上建 RoPE 表、首次前向再搬走，上游要求先调 `set_rope_device`（`layers/rotary.py` · `get_rope`），因为这样建模型不必知道设备。
 # - 我们的 LM head 用 `extend_len` 的前缀和挑行，上游读注意力元数据的 `get_last_indices`（`layers/embedding.py` · `ParallelLMHead`），因为本章还没有注意力后端。
