@@ -25,12 +25,12 @@ _ = setup(5)  # 赋值而不显示：返回的树路径随机器而变
 #
 # 1. 注意力后端为什么拆成 `prepare_metadata(batch)` 和 `forward(q, k, v, layer_id, batch)`？28 层的模型跑一步，各调用几次？
 # 2. 一个请求缓存了 4 个 token，这一步送进来 3 个。用 SDPA 的 `is_causal=True`，第 0 个 query 能看见哪些 key？它应该看见哪些？
-# 3. `forward` 为什么要先把这一步的 K/V 写进 KV 池，再去池子里取？
+# 3. `forward` 为什么要先把这一步的 K/V 写进 KV 池，再去 KV 池里取？
 # 4. decode 时把各请求的 key 补齐成一样长，补出来的列反正会被掩码遮掉，为什么不能随便指向一个槽位？
 #
 # ??? question "自测参考答案（先自己答，再展开对照）"
 #
-#     1. 元数据只取决于批次，对所有层都一样，所以每批算一次；`forward` 要用这一层的 q/k/v 和这一层的池子。一步里 `prepare_metadata` 1 次，`forward` 28 次。
+#     1. 元数据只取决于批次，对所有层都一样，所以每批算一次；`forward` 要用这一层的 q/k/v 和这一层的 KV 池。一步里 `prepare_metadata` 1 次，`forward` 28 次。
 #     2. `is_causal=True` 是左上对齐的下三角，第 0 个 query 只看见 key 0。它在序列里的位置是 4，应该看见 key 0…4。
 #     3. 这一步的新 token 也是 key：每个新 token 要看见自己和它前面的新 token。先取后存，这些槽位里还是旧数据或没初始化的内存。
 #     4. 没写过的槽位里可能是 NaN，而 `NaN + (-inf)` 和 `0 × NaN` 都是 NaN，掩码挡不住。所以补齐的列重复这个请求最后一个真实 key 的槽位，那里刚写过。
@@ -76,13 +76,13 @@ listing("examples/ch05_attention.py", "prepare_batch")
 listing("minisgl/layers/attention.py", "AttentionLayer.forward")
 
 # %% [markdown]
-# 层只知道自己的层号和当前批次，不知道池子、页表和批里有谁。后端的接口就两个方法：
+# 层只知道自己的层号和当前批次，不知道 KV 池、页表和批里有谁。后端的接口就两个方法：
 
 # %% tags=["remove-input"]
 listing("minisgl/attention/base.py", "BaseAttnBackend")
 
 # %% [markdown]
-# 谁缓存了多长、谁在页表的哪一行，只取决于批次，与层无关：放进 `forward`，Qwen3-0.6B 每步就要把同样的东西算 28 遍。所以 [注意力元数据](../glossary.md#attn-metadata)由 `prepare_metadata` 每批算一次，挂在 `batch.attn_metadata` 上，所有层共用。后端按名字由 `create_attention_backend` 创建，本章只有 `"torch"` 一个。
+# 谁缓存了多长、谁在页表的哪一行，只取决于批次，与层无关：放进 `forward`，Qwen3-0.6B 每步就要把同样的东西算 28 遍。所以[注意力元数据](../glossary.md#attn-metadata)由 `prepare_metadata` 每批算一次，挂在 `batch.attn_metadata` 上，所有层共用。后端按名字由 `create_attention_backend` 创建，本章只有 `"torch"` 一个。
 #
 # ??? note "深入：拆成两步的另外几个理由"
 #
@@ -189,7 +189,7 @@ assert torch.equal(pool.k_cache(0)[batch.out_loc], k)
 assert pool.k_cache(1)[batch.out_loc].isnan().all()  # 只写了第 0 层：第 1 层的这些槽位还是 NaN
 
 # %% [markdown]
-# 三个请求都读到了 NaN，包括前缀完好的请求 1。真引擎的池子里不是 NaN，而是上一个请求留下的数，结果就悄悄错掉。所以 `forward` 的第一件事是 `store_kv`：
+# 三个请求都读到了 NaN，包括前缀完好的请求 1。真引擎的 KV 池里不是 NaN，而是上一个请求留下的数，结果就悄悄错掉。所以 `forward` 的第一件事是 `store_kv`：
 
 # %% tags=["remove-input"]
 listing("minisgl/attention/sdpa.py", "SDPAAttnBackend.forward")
@@ -442,7 +442,7 @@ run("python examples/ch05_attention.py")
 # - 第一节 uid 1 的 `seq_lens_k` 比 `seq_lens_q` 多 5，就是它缓存的前缀；它的左上对齐掩码第一行只有一个 1。
 # - 对 uid 1 用 `is_causal=True`，最大误差是 3.08，与注意力输出本身同一量级：等于全错。
 # - decode 两步都是 `single_query=True`、因果掩码 0 个；`key_mask` 每步每行多一个 1，uid 1 那行全是 1，它决定补齐的宽度。
-# - 朴素注意力的误差全都小于 1e-5，而池子一开始填满了 NaN：没有一次读到没写过的槽位。
+# - 朴素注意力的误差全都小于 1e-5，而 KV 池一开始填满了 NaN：没有一次读到没写过的槽位。
 # - 三个长度 5、1、23 的提示一起 prefill、再 decode 五步，与 Hugging Face 全部一致。
 
 # %% [markdown]
@@ -480,21 +480,21 @@ run("python -m pytest -q --color=no tests/test_ch05_attention.py")
 # %% [markdown]
 # ## 怎么讲清楚
 #
-# 注意力后端是模型里唯一要知道“批里有谁”的地方。第一，接口分两步：`prepare_metadata` 每批一次，整理各请求的 query 数、key 数和从页表抄出的槽位，所有层共用；`forward` 每层一次，先把新 K/V 写进池子再取，因为新 token 也是 key。第二，因果掩码按绝对位置右下对齐；SDPA 的 `is_causal=True` 贴着左上角，有缓存前缀就悄悄算错，本章的例子误差是 3.08。第三，decode 补齐成一批一次算完，补齐的列必须指向写过的槽位，因为掩码挡不住 NaN。
+# 注意力后端是模型里唯一要知道“批里有谁”的地方。第一，接口分两步：`prepare_metadata` 每批一次，整理各请求的 query 数、key 数和从页表抄出的槽位，所有层共用；`forward` 每层一次，先把新 K/V 写进 KV 池再取，因为新 token 也是 key。第二，因果掩码按绝对位置右下对齐；SDPA 的 `is_causal=True` 贴着左上角，有缓存前缀就悄悄算错，本章的例子误差是 3.08。第三，decode 补齐成一批一次算完，补齐的列必须指向写过的槽位，因为掩码挡不住 NaN。
 
 # %% [markdown]
 # ## 练习
 #
 # 1. **滑动窗口。** 有的模型规定每个 token 只看最近的 W 个 token（含自己）。`causal_mask_bottom_right` 要怎么改？逐请求路径上还能省掉什么？
 # 2. **一个长请求拖住一批短请求。** 一个 prefill 批里 31 个请求只剩最后 1 个 token 要算，另有 1 个请求有 2000 个新 token。这一批走哪条路径，每层调几次 SDPA？
-# 3. **把池子清零行不行？** 有人提议 KV 池改用 `torch.zeros` 分配，这样补齐的列指向哪里都不会有 NaN。这样做对吗？丢掉了什么？
+# 3. **把 KV 池清零行不行？** 有人提议 KV 池改用 `torch.zeros` 分配，这样补齐的列指向哪里都不会有 NaN。这样做对吗？丢掉了什么？
 # 4. **挑战：分组的 forward。** 改写 `forward`：把 `seq_lens_q == 1` 的请求合成一次批量调用，其余的逐个算，输出仍按原顺序；用本章的测试验证它，并量一量练习 2 那一批快了多少。
 #
 # ??? success "参考答案"
 #
 #     1. 在右下对齐的条件上加一个下界：`(k_pos <= q_pos) & (k_pos > q_pos - W)`，可见区域变成贴着右下角的一条斜带。请求最早的 query 在位置 `n_k - n_q`，比 `n_k - n_q - W + 1` 更早的 key 根本不必从池里取出来；decode 时只取最后 W 个。
 #     2. 只要有一个请求不止 1 个 query，`single_query` 就是假，整批走逐请求路径：每层 32 次 SDPA，其中 31 次只算 1 个 query。
-#     3. 对“不出 NaN”而言是对的，代价是启动时把整个池子写一遍。丢掉的是可查性：池子填 NaN 时读错槽位当场暴露，清零后只会让结果“有点不对”；而且页表那一行 `device_len` 之后的列不一定是合法的槽位，夹住列号的那一步仍然要留着。
+#     3. 对“不出 NaN”而言是对的，代价是启动时把整个 KV 池写一遍。丢掉的是可查性：KV 池填 NaN 时读错槽位当场暴露，清零后只会让结果“有点不对”；而且页表那一行 `device_len` 之后的列不一定是合法的槽位，夹住列号的那一步仍然要留着。
 #     4. 在 `prepare_metadata` 里记下两组请求的下标和它们在 q 里的位置；`forward` 里 1 个 query 的那组用 `key_mask` 一次算完（不需要因果掩码），其余逐个算，再按下标写回一个 `[T, hq, d]` 的输出。练习 2 那一批每层从 32 次调用降到 2 次。
 #
 # ### 本章的判题练习
