@@ -16,6 +16,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from .cli import UserError
+
 REPO = Path(__file__).resolve().parents[2]
 MANIFEST = REPO / "chapters" / "manifest.toml"
 SNAPSHOTS = REPO / "snapshots"
@@ -25,7 +27,7 @@ JUNK = {"__pycache__"}
 PACKAGE = "minisgl"
 
 
-class ChapterError(Exception):
+class ChapterError(UserError):
     """给读者看的错误：一行中文，说清楚发生了什么、该怎么办。"""
 
 
