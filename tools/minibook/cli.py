@@ -34,6 +34,7 @@ import struct
 import sys
 import threading
 import time
+import unicodedata
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, NoReturn, TextIO
@@ -135,7 +136,18 @@ def run(main: Callable[[list[str] | None], int], argv: list[str] | None = None) 
     sys.exit(code)
 
 
-# ---------------------------------------------------------------- 进度
+# ---------------------------------------------------------------- 对齐与进度
+
+
+def display_width(text: str) -> int:
+    """终端里的显示宽度：东亚宽字符（汉字、全角标点）占两列。"""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def ljust(text: str, width: int) -> str:
+    """按显示宽度补空格到 width 列（str.ljust 按字符数，汉字会对不齐）。"""
+    return text + " " * max(0, width - display_width(text))
+
 
 
 def format_seconds(seconds: float) -> str:
