@@ -181,11 +181,11 @@ def _tail(text: str, n: int = 25) -> str:
 
 
 def _read_junit(path: Path, own_module: str) -> tuple[TestCounts, TestCounts]:
-    """pytest 的 junit 报告 → （本章的测试，前几章的测试）的计数。"""
+    """pytest 的 junit 报告 → （本章的测试，前几章的测试）的计数。own_module 形如 test_ch01_core。"""
     own, earlier = TestCounts(), TestCounts()
     for case in ET.parse(path).iter("testcase"):
-        name = case.get("classname") or case.get("name") or ""
-        counts = own if name == own_module or name.startswith(own_module + ".") else earlier
+        name = case.get("classname") or case.get("name") or ""  # tests.test_ch01_core[.TestClass]
+        counts = own if own_module in name.split(".") else earlier
         if case.find("failure") is not None:
             counts.failed += 1
         elif case.find("error") is not None:
@@ -229,9 +229,9 @@ def check_chapter(ch: C.Chapter, chapters: list[C.Chapter]) -> Report:
     target = "tests" if rerun else ch.test_file
     junit = tree / JUNIT
     label = "  测试：本章与前几章的全部测试" if rerun else f"  测试：{ch.test_file}"
-    ok, out = _run_step([sys.executable, "-m", "pytest", "-q", f"--junitxml={junit}", target], tree,
-                        TEST_TIMEOUT, label)
-    own_module = Path(ch.test_file).with_suffix("").as_posix().replace("/", ".")
+    ok, out = _run_step([sys.executable, "-m", "pytest", "-q", "--rootdir=.", f"--junitxml={junit}", target],
+                        tree, TEST_TIMEOUT, label)
+    own_module = Path(ch.test_file).stem
     try:
         report.own, earlier = _read_junit(junit, own_module)
     except (OSError, ET.ParseError):
@@ -325,10 +325,10 @@ def main(argv: list[str] | None = None) -> int:
         p.set_defaults(func=func)
     p = sub.add_parser("run", help="在第 N 章的树里运行命令（按你改过的样子；树不存在就先搭）")
     p.add_argument("chapter", metavar="N", help="章号")
-    p.add_argument("command", metavar="-- 命令", nargs=argparse.REMAINDER, help="要运行的命令，写在 -- 后面")
+    p.add_argument("command", metavar="-- CMD", nargs=argparse.REMAINDER, help="要运行的命令，写在 -- 后面")
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("check", help="逐章搭树、跑 main 和测试，给出报告")
-    p.add_argument("chapters", metavar="章", nargs="*", help="章号或范围，如 0 3-5；不写就检查全部已写的章节")
+    p.add_argument("chapters", metavar="N", nargs="*", help="章号或范围，如 0 3-5；不写就检查全部已写的章节")
     p.set_defaults(func=cmd_check)
     return cli.dispatch(parser, argv)
 

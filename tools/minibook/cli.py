@@ -75,8 +75,8 @@ def chinese_messages() -> Iterator[None]:
 class ArgumentParser(argparse.ArgumentParser):
     """说中文的 ArgumentParser：帮助、用法、报错都用中文；子命令的解析器也是这个类。
 
-    argparse 在构造（"参数""选项"两个标题、-h 的说明）、格式化（"用法："）和报错时取提示语，
-    这几个入口都放进 chinese_messages() 里。默认保留描述和 epilog 的换行（用法示例照原样显示）。
+    argparse 在构造（"参数""选项"两个标题、-h 的说明）、解析、格式化（"用法："）和报错时取提示语，
+    这几个公开入口都放进 chinese_messages() 里（建参数时的报错是写工具的人的错，不在此列）。默认保留描述和 epilog 的换行（用法示例照原样显示）。
     """
 
     def __init__(self, *args, **kwargs) -> None:
@@ -88,9 +88,21 @@ class ArgumentParser(argparse.ArgumentParser):
         with chinese_messages():
             return super().add_subparsers(**kwargs)
 
+    def parse_args(self, args=None, namespace=None):
+        with chinese_messages():  # "多余的参数" 是在 parse_args 里、parse_known_args 之后拼的
+            return super().parse_args(args, namespace)
+
     def parse_known_args(self, args=None, namespace=None):
         with chinese_messages():
             return super().parse_known_args(args, namespace)
+
+    def parse_intermixed_args(self, args=None, namespace=None):
+        with chinese_messages():
+            return super().parse_intermixed_args(args, namespace)
+
+    def parse_known_intermixed_args(self, args=None, namespace=None):
+        with chinese_messages():
+            return super().parse_known_intermixed_args(args, namespace)
 
     def format_usage(self) -> str:
         with chinese_messages():
