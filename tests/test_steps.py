@@ -261,7 +261,7 @@ def test_check_reruns_earlier_tests_when_the_chapter_modifies_an_earlier_file(bo
     """第 2 章修改了 core.py：前几章的测试全部重跑，第 0 章那个测试在这里失败，这一章就不通过。"""
     assert steps_module.main(["check", "2"]) == 1
     out = capsys.readouterr().out
-    assert "本章修改了 minisgl/core.py，前几章的测试重跑" in out
+    assert "本章改了前几章也用的 minisgl/core.py，前几章的测试重跑" in out
     assert "测试：本章 1 通过；前几章 2 通过，1 失败" in out
     assert "test_tree_has_no_core_yet" in out  # 失败的测试和它的输出在报告里
     assert "合计：0 章通过，1 章失败" in out

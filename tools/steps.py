@@ -110,8 +110,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     tree = ch.build_dir
     edits = C.local_edits(tree) if tree.exists() else []
     if edits:  # 读者改过这棵树：按他改过的样子运行，不重新搭
-        shown = "、".join(edits[:3]) + (f" 等 {len(edits)} 个文件" if len(edits) > 3 else "")
-        print(f"（在你改过的 {os.path.relpath(tree)}/ 里运行：{shown}；"
+        print(f"（在你改过的 {os.path.relpath(tree)}/ 里运行：{_some(edits)}；"
               f"要回到原样：{PROG} build {ch.number} --force）", file=sys.stderr, flush=True)
     else:  # 没改过（或还没搭）：按快照搭一遍，拿到的是这一章现在的代码
         C.build(ch.number)
@@ -123,6 +122,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     except PermissionError:
         raise C.ChapterError(f"「{command[0]}」不能执行（没有执行权限）；"
                              f"Python 脚本请写成 python {command[0]}") from None
+
+
+def _some(paths: list[str], n: int = 3) -> str:
+    return "、".join(paths[:n]) + (f" 等 {len(paths)} 个文件" if len(paths) > n else "")
 
 
 def _tree_env(tree: Path) -> dict[str, str]:
@@ -243,8 +246,8 @@ def check_chapter(ch: C.Chapter, chapters: list[C.Chapter]) -> Report:
     if report.own is None:
         print(f"  测试：没有测试结果（{seconds}）")
     elif rerun:
-        shown = "、".join(report.modified[:3]) + (f" 等 {len(report.modified)} 个文件" if len(report.modified) > 3 else "")
-        print(f"  测试：本章 {report.own}；前几章 {report.earlier}（本章修改了 {shown}，前几章的测试重跑）（{seconds}）")
+        print(f"  测试：本章 {report.own}；前几章 {report.earlier}"
+              f"（本章改了前几章也用的 {_some(report.modified)}，前几章的测试重跑）（{seconds}）")
     else:
         print(f"  测试：本章 {report.own}（本章只新建文件，前几章的测试不会受影响，不重跑）（{seconds}）")
     if not report.tests_ok:

@@ -76,7 +76,8 @@ class ArgumentParser(argparse.ArgumentParser):
     """说中文的 ArgumentParser：帮助、用法、报错都用中文；子命令的解析器也是这个类。
 
     argparse 在构造（"参数""选项"两个标题、-h 的说明）、解析、格式化（"用法："）和报错时取提示语，
-    这几个公开入口都放进 chinese_messages() 里（建参数时的报错是写工具的人的错，不在此列）。默认保留描述和 epilog 的换行（用法示例照原样显示）。
+    这几个公开入口都放进 chinese_messages() 里（建参数时的报错是写工具的人的错，不在此列）。
+    默认保留描述和 epilog 的换行（用法示例照原样显示）。
     """
 
     def __init__(self, *args, **kwargs) -> None:
