@@ -1,4 +1,4 @@
-"""第 4 章：KV 池、页表与 token pool。
+"""第 4 章：KV 池、页表与 token 池（token pool）。
 
 不跑模型，只走一遍"K/V 存在哪儿"的记账：
 一、按 SmolLM2 的真实配置算 KV 池的形状和字节数；
@@ -62,8 +62,8 @@ def show_row(page_table: torch.Tensor, req: Req) -> str:
     slots = page_table[req.table_idx, : req.device_len].tolist()
     groups = [slots[i: i + PAGE_SIZE] for i in range(0, len(slots), PAGE_SIZE)]
     text = " | ".join(" ".join(f"{s:2d}" for s in g) for g in groups)
-    pages = [g[0] // PAGE_SIZE for g in groups]
-    return f"行 {req.table_idx}：[{text}]  页 {pages}"
+    pages = "、".join(str(g[0] // PAGE_SIZE) for g in groups)
+    return f"行 {req.table_idx}：[{text}]  {pages} 号页"
 
 
 def make_req(uid: int, length: int, row: int) -> Req:
@@ -73,13 +73,13 @@ def make_req(uid: int, length: int, row: int) -> Req:
 
 
 def main() -> None:
-    print("第 4 章：KV 池、页表与 token pool\n")
+    print("第 4 章：KV 池、页表与 token 池\n")
     torch.manual_seed(0)
     section_pool_size()
 
     print(f"二、三个请求一批进来（page_size = {PAGE_SIZE}，池子只有 8 页 = 32 个槽位）")
     max_running_reqs, max_seq_len = 3, 16
-    # 页表多一行，不发给请求；token pool 和它同形状
+    # 页表多一行，不发给请求；token 池和它同形状
     page_table = torch.full((max_running_reqs + 1, max_seq_len), -1, dtype=torch.int32)
     table = TableManager(max_running_reqs, page_table)
     alloc = PageAllocator(num_pages=8, page_size=PAGE_SIZE, page_table=page_table)
@@ -88,7 +88,7 @@ def main() -> None:
     stored: dict[int, list[torch.Tensor]] = {}  # uid -> 第 0 层写进去的 K，按步
 
     def step(reqs: list[Req]) -> None:
-        """整批分配槽位，把这一步的 token 写进 token pool、K（随机数）写进第 0 层。"""
+        """整批分配槽位，把这一步的 token 写进 token 池、K（随机数）写进第 0 层。"""
         out_loc = alloc.alloc_slots(reqs)
         k = torch.randn(len(out_loc), pool.local_kv_heads, pool.head_dim)
         pool.store_kv(k, torch.zeros_like(k), out_loc, layer_id=0)
@@ -118,7 +118,7 @@ def main() -> None:
     step(reqs)
     for req in reqs:
         print("  " + show_row(page_table, req))
-    print(f"  token pool 第 0 行：{table.token_pool[0, :5].tolist()}（与请求 0 的提示相同）")
+    print(f"  token 池第 0 行：{table.token_pool[0, :5].tolist()}（与请求 0 的提示相同）")
     print(f"  空闲页 {alloc.num_free_pages} / 8，空闲行 {table.available_size} / 3")
     check_gather(reqs)
     print()
@@ -147,7 +147,8 @@ def main() -> None:
     step([new])
     print("  " + show_row(page_table, new))
     reused = sorted({s // PAGE_SIZE for s in page_table[new.table_idx, :10].tolist()})
-    print(f"  新请求 uid 3 用的正是刚还回来的第 {done.table_idx} 行和页 {reused}")
+    print(f"  新请求 uid 3 用的正是刚还回来的第 {done.table_idx} 行和 "
+          f"{'、'.join(map(str, reused))} 号页")
     check_gather([reqs[0], reqs[2], new])
     print()
 
