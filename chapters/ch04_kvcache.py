@@ -66,10 +66,12 @@ import torch
 
 rng = random.Random(0)
 MAX_TOKENS = 1024
-reqs = [(rng.randint(50, 800), rng.randint(10, MAX_TOKENS)) for _ in range(32)]  # (提示, 真实输出)
+# 每个请求：(提示长度, 真实的输出长度)
+reqs = [(rng.randint(50, 800), rng.randint(10, MAX_TOKENS)) for _ in range(32)]
 reserved = sum(prompt + MAX_TOKENS for prompt, _ in reqs)  # 按上限预留
 in_use = sum(prompt + out // 2 for prompt, out in reqs)  # 此刻真正存着 K/V 的
-print(f"预留 {reserved:,} 个 token 的位置，真正用到 {in_use:,} 个，利用率 {in_use / reserved:.0%}")
+print(f"预留 {reserved:,} 个 token 的位置，真正用到 {in_use:,} 个，"
+      f"利用率 {in_use / reserved:.0%}")
 assert in_use / reserved < 0.6
 
 # %% [markdown]
@@ -105,7 +107,8 @@ def simulate(kind, capacity=8192, page_size=16, steps=4000, seed=1):
     rng = random.Random(seed)
     holes = [(0, capacity)]
     # 这里只用按页的接口 alloc_pages / free_pages，页表只是构造时要给的一张
-    alloc = PageAllocator(capacity // page_size, page_size, torch.zeros(1, 1, dtype=torch.int32))
+    unused_table = torch.zeros(1, 1, dtype=torch.int32)
+    alloc = PageAllocator(capacity // page_size, page_size, unused_table)
     live, rejected, enough_but_rejected, usage = [], 0, [], []
     for _ in range(steps):
         if rng.random() < 0.5:  # 来了一个请求
@@ -228,8 +231,8 @@ try:
                 heads = pool.local_kv_heads
                 assert per_token == 2 * cfg.num_layers * heads * cfg.head_dim * dtype.itemsize
                 per_token_seen[name, dtype, tp] = per_token
-                lines.append(f"{cells} {heads} | {human(per_token)} | {human(per_token * 4096)} "
-                             f"| {2**30 // per_token:,} |")
+                lines.append(f"{cells} {heads} | {human(per_token)} "
+                             f"| {human(per_token * 4096)} | {2**30 // per_token:,} |")
 finally:
     set_tp_info(0, 1)
 qwen = {tp: n for (name, dtype, tp), n in per_token_seen.items()
@@ -346,7 +349,8 @@ listing("minisgl/kvcache/allocator.py", "PageAllocator._to_device")
 
 # %%
 rng = random.Random(0)
-workload = [(rng.randint(1, 600), rng.randint(1, 60)) for _ in range(200)]  # (提示, decode 步数)
+# 每个请求：(提示长度, decode 步数)
+workload = [(rng.randint(1, 600), rng.randint(1, 60)) for _ in range(200)]
 total = sum(p + d for p, d in workload)
 lines = ["| page_size | 分出去的页 | 分出去的槽位 | 空着的槽位 | 占比 | 每个请求平均空着 |",
          "| ---: | ---: | ---: | ---: | ---: | ---: |"]
@@ -394,7 +398,8 @@ for req in batch:  # 进门：提示写进 token 池
 alloc.alloc_slots(batch)  # prefill 的槽位
 rows = torch.tensor([r.table_idx for r in batch])
 for step in range(2):
-    sampled = torch.tensor([7 + step, 17 + step, 27 + step], dtype=torch.int32)  # 假装在设备上采样出的
+    # 假装这是上一步在设备上采样出的 token
+    sampled = torch.tensor([7 + step, 17 + step, 27 + step], dtype=torch.int32)
     tm.token_pool[rows, torch.tensor([r.device_len for r in batch])] = sampled  # 直接写回
     for req in batch:
         req.complete_one()

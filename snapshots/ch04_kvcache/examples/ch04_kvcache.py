@@ -33,7 +33,8 @@ def section_pool_size() -> None:
           f"head_dim = {config.head_dim}")
     # 每个 token 每层存 K 和 V 各 num_kv_heads × head_dim 个数
     for dtype in (torch.float32, torch.bfloat16):
-        per_token = 2 * config.num_layers * config.num_kv_heads * config.head_dim * dtype.itemsize
+        per_token = (2 * config.num_layers * config.num_kv_heads * config.head_dim
+                     * dtype.itemsize)
         print(f"    {str(dtype):15s} 每个 token {kib(per_token)}，每页（{PAGE_SIZE} 个 token）"
               f"{kib(per_token * PAGE_SIZE)}，4096 个 token {kib(per_token * 4096)}")
     pool = create_kvcache_pool(config, num_pages=256, page_size=PAGE_SIZE, dtype=torch.float32,
@@ -127,8 +128,9 @@ def main() -> None:
     for req in reqs:
         req.complete_one()  # 上一步的 token 都进了池子；新采样的 token 这一步才算
         req.append_host(7)
+        at_page_start = (req.device_len - 1) % PAGE_SIZE == 0
         print(f"  uid {req.uid} 的新位置 {req.device_len - 1}："
-              f"{'页首，要一页新页' if (req.device_len - 1) % PAGE_SIZE == 0 else '接在最后一页里'}")
+              f"{'页首，要一页新页' if at_page_start else '接在最后一页里'}")
     step(reqs)
     for req in reqs:
         print("  " + show_row(page_table, req))

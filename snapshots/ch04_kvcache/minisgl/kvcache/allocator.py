@@ -39,7 +39,7 @@ class PageAllocator:
         # 空闲页栈：pop() 从末尾取，所以先发出 0、1、2……；还回来的页下一次最先被用到
         self._free: list[int] = list(range(num_pages - 1, -1, -1))
         self._refs: list[int] = [0] * num_pages  # 每页被几方持有；0 = 空闲
-        self._rows: list[list[int]] = [[] for _ in range(page_table.shape[0])]  # 每行的页，按顺序
+        self._rows: list[list[int]] = [[] for _ in range(len(page_table))]  # 每行的页，按顺序
 
     @property
     def num_free_pages(self) -> int:

@@ -18,7 +18,7 @@ class BaseKVCachePool(ABC):
 
     @abstractmethod
     def k_cache(self, layer_id: int) -> torch.Tensor:
-        """第 layer_id 层的 K，形状 [num_slots, local_kv_heads, head_dim]，是池子的视图（不是拷贝）。"""
+        """第 layer_id 层的 K，[num_slots, local_kv_heads, head_dim]，池子的视图（不是拷贝）。"""
 
     @abstractmethod
     def v_cache(self, layer_id: int) -> torch.Tensor:

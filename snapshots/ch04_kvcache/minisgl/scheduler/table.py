@@ -22,7 +22,7 @@ class TableManager:
         assert max_running_reqs >= 1 and page_table.shape[0] >= max_running_reqs + 1
         self.max_running_reqs = max_running_reqs
         self.page_table = page_table
-        self.token_pool = torch.zeros_like(page_table)  # 同形状、同设备、int32；0 是合法的 token id
+        self.token_pool = torch.zeros_like(page_table)  # 同形状、同设备；0 是合法的 token id
         # 空闲行是一个栈：先发出 0、1、2……，还回来的行下一次最先被用到
         self._free_rows: list[int] = list(range(max_running_reqs - 1, -1, -1))
         self._in_use: list[bool] = [False] * max_running_reqs
