@@ -39,8 +39,8 @@ def section_pool_size() -> None:
               f"{kib(per_token * PAGE_SIZE)}，4096 个 token {kib(per_token * 4096)}")
     pool = create_kvcache_pool(config, num_pages=256, page_size=PAGE_SIZE, dtype=torch.float32,
                                device="cpu")
-    print(f"  建一个 256 页的池子：{pool}")
-    print(f"    kv_buffer 形状 {tuple(pool.kv_buffer.shape)}，共 {kib(pool.nbytes)}")
+    print(f"  建一个 256 页、float32 的池子：kv_buffer 形状 {tuple(pool.kv_buffer.shape)}，"
+          f"共 {kib(pool.nbytes)}")
     print(f"    k_cache(0) 形状 {tuple(pool.k_cache(0).shape)}，"
           f"是池子的视图：{pool.k_cache(0)._base is pool.kv_buffer}")
     assert pool.nbytes == 256 * PAGE_SIZE * 2 * 30 * 3 * 64 * 4
