@@ -37,6 +37,7 @@ PLAN_MARKER = "<!-- minibook:plan -->"
 STAGE_MARKER = "<!-- minibook:chapters -->"
 RUNNER_JS = "assets/practice-runner.js"  # 它旁边的 practice-worker.js 从 assets/pyodide/ 加载 Pyodide
 PYODIDE_SITE_DIR = "assets/pyodide"
+GLOSSARY = "glossary.md"  # 术语表：手写的页面，导航最后一项；章节页在术语第一次出现时链接到它的锚点
 
 _state: dict = {}  # 本次构建：chapters, available (章号集合), stage_pages, generated
 
@@ -110,6 +111,7 @@ def on_config(config):
         nav.append({stage: [index] + [{nav_title(ch): book.page_uri(ch)}
                                        for ch in members if ch.number in available]})
     runtime = _practice_section(config, nav, generated)
+    nav.append({"术语表": GLOSSARY})
     config.nav = nav
     _state.update(chapters=chapters, available=available, stage_pages=stage_pages, generated=generated,
                   pyodide=runtime)
