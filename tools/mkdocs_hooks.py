@@ -9,9 +9,11 @@
   on_post_build 把它的运行时文件拷进 site/assets/pyodide/（不进 docs/，不进 git）；
   编辑框和评测由 docs/assets/practice-runner.js、practice-worker.js 完成。
 - on_pre_build：把 chapters/ 下执行过的 notebook 转成 docs/chapters/*.md（minibook.site）。
-- on_page_markdown：把页面里的标记换成从清单生成的表——
-  `<!-- minibook:plan -->`（全书章节计划）和 `<!-- minibook:chapters -->`（本阶段的章节），
-  还没有页面的章节写「待写」，不加链接。
+- on_page_markdown：把页面里的标记换成从清单生成的内容——
+  `<!-- minibook:plan -->`（全书章节计划）、`<!-- minibook:chapters -->`（本阶段的章节）和
+  `<!-- minibook:progress -->`（首页上「现在能读哪几章」的一段），还没有页面的章节写「待写」，不加链接。
+- on_page_content：正文里的每张 SVG 图包进一个指向原图的链接（class="nb-zoom"），
+  docs/assets/zoom.js 让它点一下在浮层里放大：正文列里缩小了的图，字也能看清。
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import posixpath
+import re
 from pathlib import Path
 
 from mkdocs.exceptions import PluginError
@@ -37,7 +40,9 @@ PLAN_MARKER = "<!-- minibook:plan -->"
 STAGE_MARKER = "<!-- minibook:chapters -->"
 RUNNER_JS = "assets/practice-runner.js"  # 它旁边的 practice-worker.js 从 assets/pyodide/ 加载 Pyodide
 PYODIDE_SITE_DIR = "assets/pyodide"
-GLOSSARY = "glossary.md"  # 术语表：手写的页面，导航最后一项；章节页在术语第一次出现时链接到它的锚点
+ZOOM_JS = "assets/zoom.js"  # 点图放大的浮层
+PROGRESS_MARKER = "<!-- minibook:progress -->"
+GLOSSARY = "glossary.md"  # 术语表：手写的页面，导航里在各阶段之后、练习之前；章节页在术语第一次出现时链接到它的锚点
 
 _state: dict = {}  # 本次构建：chapters, available (章号集合), stage_pages, generated
 
@@ -110,9 +115,11 @@ def on_config(config):
             stage_pages[stage] = index
         nav.append({stage: [index] + [{nav_title(ch): book.page_uri(ch)}
                                        for ch in members if ch.number in available]})
-    runtime = _practice_section(config, nav, generated)
     nav.append({"术语表": GLOSSARY})
+    runtime = _practice_section(config, nav, generated)
     config.nav = nav
+    if ZOOM_JS not in [str(js) for js in config.extra_javascript]:
+        config.extra_javascript.append(ZOOM_JS)
     _state.update(chapters=chapters, available=available, stage_pages=stage_pages, generated=generated,
                   pyodide=runtime)
 
@@ -188,6 +195,38 @@ def stage_table(page, stage: str) -> str:
     return "\n".join(rows)
 
 
+def _ranges(numbers: list[int]) -> str:
+    """[0, 1, 2, 3, 5] -> "第 0–3、5 章"。"""
+    parts, start = [], None
+    for i, n in enumerate(numbers):
+        if start is None:
+            start = n
+        if i + 1 == len(numbers) or numbers[i + 1] != n + 1:
+            parts.append(f"{start}" if start == n else f"{start}–{n}")
+            start = None
+    return f"第 {'、'.join(parts)} 章"
+
+
+def progress(page) -> str:
+    """首页上的一段：现在可读的章节（有执行过的 notebook 的），按阶段列出，带链接；其余待写。"""
+    chapters, available = _state["chapters"], _state["available"]
+    ready = [ch for ch in chapters if ch.number in available]
+    if not ready:
+        return "!!! info \"写作进度\"\n\n    还没有写好的章节：下面的计划表里每一章都是「待写」。\n"
+    lines = [f"!!! info \"写作进度：现在可读 {len(ready)} 章，共 {len(chapters)} 章\"", ""]
+    for stage, members in _by_stage(chapters).items():
+        done = [ch for ch in members if ch.number in available]
+        if done:
+            links = "、".join(_chapter_cell(page, ch) for ch in done)
+            rest = len(members) - len(done)
+            tail = f"（本阶段还有 {rest} 章待写）" if rest else ""
+            lines.append(f"    - **{stage}**（{_ranges([ch.number for ch in done])}）：{links}{tail}")
+    todo = [stage for stage, members in _by_stage(chapters).items() if not any(ch.number in available for ch in members)]
+    if todo:
+        lines += ["", f"    还没有动笔的阶段：{'、'.join(todo)}。"]
+    return "\n".join(lines) + "\n"
+
+
 def on_page_markdown(markdown, page, config, files):
     if PLAN_MARKER in markdown:
         markdown = markdown.replace(PLAN_MARKER, plan_table(page))
@@ -196,4 +235,22 @@ def on_page_markdown(markdown, page, config, files):
         if not stage:
             raise PluginError(f"{page.file.src_uri} 用了 {STAGE_MARKER}，但 front matter 里没有 stage")
         markdown = markdown.replace(STAGE_MARKER, stage_table(page, str(stage)))
+    if PROGRESS_MARKER in markdown:
+        markdown = markdown.replace(PROGRESS_MARKER, progress(page))
     return markdown
+
+
+_SVG_IMG = re.compile(r'(<a\b[^>]*>\s*)?(<img\b[^>]*\bsrc="([^"]+\.svg)"[^>]*>)')
+
+
+def zoomable(html: str) -> str:
+    """每张还没被链接包住的 SVG 图，包进 <a class="nb-zoom" href="原图">。"""
+    def wrap(m: re.Match) -> str:
+        if m.group(1):  # 作者自己给图加了链接：不动
+            return m.group(0)
+        return f'<a class="nb-zoom" href="{m.group(3)}" title="点击放大">{m.group(2)}</a>'
+    return _SVG_IMG.sub(wrap, html)
+
+
+def on_page_content(html, page, config, files):
+    return zoomable(html)
