@@ -228,6 +228,22 @@ def test_build_pages_writes_executed_removes_stale_skips_the_rest(tmp_path):
 # ---------------------------------------------------------------- (b) mkdocs build --strict
 
 
+MILESTONE = """---
+stage: 阶段一 · 算得对
+---
+
+# 里程碑探针
+
+<!-- minibook:stage-stats -->
+
+<!-- minibook:output 0 milestone -->
+
+<!-- minibook:output 6 milestone -->
+
+- [ ] 跑一遍 `python tools/steps.py check 6`
+"""
+
+
 def mkdocs_build(root: Path, site_dir: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(site_dir)],
@@ -257,7 +273,11 @@ def fake_site(tmp_path_factory):
     shutil.copytree(REPO / "practice", root / "practice",
                     ignore=shutil.ignore_patterns("__pycache__", "workspace", ".progress.json"))
     write_manifest(root)
-    nbformat.write(fake_chapter(), root / "chapters" / "ch00_tiny_engine.ipynb")
+    shutil.copytree(REPO / "snapshots", root / "snapshots")  # 阶段页的计数从快照算
+    nb = fake_chapter()
+    nb.cells[4].metadata["tags"] = ["milestone"]  # 里程碑探针页引用这个单元的输出
+    nbformat.write(nb, root / "chapters" / "ch00_tiny_engine.ipynb")
+    (root / "docs" / "milestone-probe.md").write_text(MILESTONE, encoding="utf-8")
     (root / "docs" / "layout-probe.md").write_text(PROBE, encoding="utf-8")  # (d) 量版面用
     (root / "docs" / "assets" / "probe-diagram.svg").write_text(PROBE_SVG, encoding="utf-8")
     mkdocs_build(root, root / "site")
@@ -592,3 +612,28 @@ def test_broken_anchor_fails_strict_build(fake_site, tmp_path):
     finally:
         bad.unlink()
     assert proc.returncode != 0 and "kv-poool" in proc.stdout + proc.stderr
+
+
+def test_milestone_markers(fake_site):
+    """阶段页（里程碑页）的标记：计数表从快照算，运行结果引用执行过的 notebook 里带标签的单元，检查清单可勾选。"""
+    html = (fake_site / "milestone-probe" / "index.html").read_text(encoding="utf-8")
+    chapters = [ch for ch in load_manifest(REPO / "chapters" / "manifest.toml")
+                if ch.stage == "阶段一 · 算得对" and not ch.planned]
+    from minibook.chapters import changes
+    for ch in chapters:
+        assert f"{ch.title}</td>" in html or f"{ch.title}</a></td>" in html
+    last = changes(chapters[-1].number, load_manifest(REPO / "chapters" / "manifest.toml"))
+    assert f"<td style=\"text-align: right;\">{last.count()}</td>" in html  # 到最后一章为止 minisgl/ 的文件数
+    assert "The capital of France is Paris." in html and 'class="nb-output nb-stdout"' in html
+    assert "第 6 章的 notebook 执行过以后" in html  # 假站点里没有第 6 章的 notebook：放一句说明，不报错
+    assert 'type="checkbox"' in html and "task-list" in html
+
+
+def test_tagged_outputs_errors(tmp_path):
+    write_manifest(tmp_path)
+    ch = load_manifest(tmp_path / "chapters" / "manifest.toml")[0]
+    with pytest.raises(site.NotebookError, match="不存在或还没执行"):
+        site.tagged_outputs(tmp_path, ch, "milestone")
+    nbformat.write(fake_chapter(), tmp_path / "chapters" / f"{ch.name}.ipynb")
+    with pytest.raises(site.NotebookError, match="没有带「milestone」标签"):
+        site.tagged_outputs(tmp_path, ch, "milestone")

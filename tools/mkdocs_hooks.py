@@ -11,7 +11,10 @@
 - on_pre_build：把 chapters/ 下执行过的 notebook 转成 docs/chapters/*.md（minibook.site）。
 - on_page_markdown：把页面里的标记换成从清单生成的内容——
   `<!-- minibook:plan -->`（全书章节计划）、`<!-- minibook:chapters -->`（本阶段的章节）和
-  `<!-- minibook:progress -->`（首页上「现在能读哪几章」的一段），还没有页面的章节写「待写」，不加链接。
+  `<!-- minibook:progress -->`（首页上「现在能读哪几章」的一段），还没有页面的章节写「待写」，不加链接；
+  阶段页（里程碑页）还能用 `<!-- minibook:stage-stats -->`（这一阶段每章的文件计数、代码行、测试数，
+  从快照算出来）和 `<!-- minibook:output N 标签 -->`（第 N 章执行过的 notebook 里带这个标签的单元的
+  输出：同一次真实运行，不另外跑）。
 - on_page_content：正文里的每张 SVG 图包进一个指向原图的链接（class="nb-zoom"），
   docs/assets/zoom.js 让它点一下在浮层里放大：正文列里缩小了的图，字也能看清。
 """
@@ -29,6 +32,7 @@ from mkdocs.plugins import event_priority
 from mkdocs.structure.files import File
 from mkdocs.utils.meta import get_data
 
+from minibook import chapters as chapters_mod
 from minibook import practice, pyodide
 from minibook import site as book
 from minibook.chapters import Chapter, ChapterError, load_manifest
@@ -42,6 +46,9 @@ RUNNER_JS = "assets/practice-runner.js"  # 它旁边的 practice-worker.js 从 a
 PYODIDE_SITE_DIR = "assets/pyodide"
 ZOOM_JS = "assets/zoom.js"  # 点图放大的浮层
 PROGRESS_MARKER = "<!-- minibook:progress -->"
+STATS_MARKER = "<!-- minibook:stage-stats -->"
+# <!-- minibook:output 6 milestone -->：第 6 章执行过的 notebook 里带 milestone 标签的单元的输出
+OUTPUT_MARKER = re.compile(r"<!-- minibook:output (\d+) ([\w-]+) -->")
 GLOSSARY = "glossary.md"  # 术语表：手写的页面，导航里在各阶段之后、练习之前；章节页在术语第一次出现时链接到它的锚点
 
 _state: dict = {}  # 本次构建：chapters, available (章号集合), stage_pages, generated
@@ -227,6 +234,49 @@ def progress(page) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _tree_numbers(number: int) -> tuple[int, int]:
+    """第 N 章的树里：minisgl/ 的非空代码行数，tests/ 里的测试函数个数。"""
+    lines = tests = 0
+    for rel, src in chapters_mod.tree_sources(number, _state["chapters"]).items():
+        text = (src.snapshot / rel).read_text(encoding="utf-8", errors="replace")
+        if rel.startswith("minisgl/") and rel.endswith(".py"):
+            lines += sum(1 for line in text.splitlines() if line.strip())
+        elif rel.startswith("tests/") and rel.endswith(".py"):
+            tests += len(re.findall(r"^\s*def test_", text, re.M))
+    return lines, tests
+
+
+def stage_stats(page, stage: str) -> str:
+    """阶段页上的表：这一阶段每一章新建、修改、提前引入了几个文件，到这一章为止 minisgl/ 的文件数、
+    代码行和树里的测试数。全部从快照算出来。"""
+    members = [ch for ch in _by_stage(_state["chapters"]).get(stage, []) if not ch.planned]
+    if not members:
+        raise PluginError(f"{page.file.src_uri} 用了 {STATS_MARKER}，但阶段「{stage}」还没有写好的章节")
+    rows = ["| 章 | 新建 | 修改 | 提前引入 | minisgl/ 的文件 | minisgl/ 的代码行 | 树里的测试 |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for ch in members:
+        c = chapters_mod.changes(ch.number, _state["chapters"])
+        lines, tests = _tree_numbers(ch.number)
+        rows.append(f"| {_chapter_cell(page, ch)} | {c.count('new')} | {c.count('changed')} | {c.count('early')} "
+                    f"| {c.count()} | {lines:,} | {tests} |")
+    return "\n".join(rows)
+
+
+def tagged_output(root: Path, number: int, tag: str) -> str:
+    try:
+        ch = next(ch for ch in _state["chapters"] if ch.number == number)
+        return book.tagged_outputs(root, ch, tag)
+    except StopIteration:
+        raise PluginError(f"{OUTPUT_MARKER.pattern}：清单里没有第 {number} 章") from None
+    except book.NotebookError as e:
+        if not book.notebook_path(root, ch).is_file() or ch.number not in _state["available"]:
+            # 那一章的 notebook 还没执行：页面照常生成，这里放一句说明（章节页这时也还没有）
+            log.info(f"阶段页引用的输出暂缺：{e}")
+            return (f'!!! note "这里是第 {number} 章的运行结果"\n\n'
+                    f"    第 {number} 章的 notebook 执行过以后，这里显示它的真实输出。\n")
+        raise PluginError(f"阶段页引用的输出：{e}") from None
+
+
 def on_page_markdown(markdown, page, config, files):
     if PLAN_MARKER in markdown:
         markdown = markdown.replace(PLAN_MARKER, plan_table(page))
@@ -237,6 +287,13 @@ def on_page_markdown(markdown, page, config, files):
         markdown = markdown.replace(STAGE_MARKER, stage_table(page, str(stage)))
     if PROGRESS_MARKER in markdown:
         markdown = markdown.replace(PROGRESS_MARKER, progress(page))
+    if STATS_MARKER in markdown:
+        stage = page.meta.get("stage")
+        if not stage:
+            raise PluginError(f"{page.file.src_uri} 用了 {STATS_MARKER}，但 front matter 里没有 stage")
+        markdown = markdown.replace(STATS_MARKER, stage_stats(page, str(stage)))
+    root = _root(config)
+    markdown = OUTPUT_MARKER.sub(lambda m: tagged_output(root, int(m.group(1)), m.group(2)), markdown)
     return markdown
 
 
