@@ -437,6 +437,16 @@ def sample(logits, temperatures, top_k, top_p, generator):
         out[rows] = torch.multinomial(probs, 1, generator=generator).squeeze(1)
     return out
 '''),
+    Cheat("019_seeded_sampling", "不分出贪心行：温度 0 换成极小的数，全部抽样", '''
+def sample(logits, temperatures, top_k, top_p, generator):
+    if logits.dim() != 2 or tuple(temperatures.shape) != (logits.shape[0],):
+        raise ValueError("形状不对")
+    if not bool((temperatures >= 0).all()):
+        raise ValueError("温度不对")
+    t = temperatures.float().clamp(min=1e-6)
+    x = top_k_top_p_filter(logits.float() / t[:, None], top_k, top_p)
+    return torch.multinomial(torch.softmax(x, -1), 1, generator=generator).squeeze(1)
+''', expect="贪心"),
     Cheat("019_seeded_sampling", "用全局随机数（不传 generator）", '''
 _orig_sample = sample
 def sample(logits, temperatures, top_k, top_p, generator):
