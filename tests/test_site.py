@@ -598,6 +598,9 @@ def test_glossary_in_nav_with_ascii_anchors(fake_site):
     assert all(f'id="{i}"' in html for i in ids)
     home = (fake_site / "index.html").read_text(encoding="utf-8")
     assert 'href="glossary/"' in home  # 导航里有术语表
+    # 「第 N 章引入」：有页面的章节链接过去（假站点里只有第 0 章），没有页面的不留坏链接
+    assert '<a href="../chapters/ch00_tiny_engine/">第 0 章</a>' in html
+    assert "第 4 章" in html and "ch04_kvcache" not in html
 
 
 def test_broken_anchor_fails_strict_build(fake_site, tmp_path):

@@ -277,6 +277,18 @@ def tagged_output(root: Path, number: int, tag: str) -> str:
         raise PluginError(f"阶段页引用的输出：{e}") from None
 
 
+def link_chapters(page, markdown: str) -> str:
+    """术语表里的「第 N 章」：那一章已经有页面时链接过去（还没有页面的照原样，不留坏链接）。"""
+    by_number = {ch.number: ch for ch in _state["chapters"]}
+
+    def link(m: re.Match) -> str:
+        ch = by_number.get(int(m.group(1)))
+        if ch is None or ch.number not in _state["available"]:
+            return m.group(0)
+        return f"[{m.group(0)}]({_link(page, book.page_uri(ch))})"
+    return re.sub(r"(?<!\[)第 (\d+) 章", link, markdown)
+
+
 def on_page_markdown(markdown, page, config, files):
     if PLAN_MARKER in markdown:
         markdown = markdown.replace(PLAN_MARKER, plan_table(page))
@@ -292,6 +304,8 @@ def on_page_markdown(markdown, page, config, files):
         if not stage:
             raise PluginError(f"{page.file.src_uri} 用了 {STATS_MARKER}，但 front matter 里没有 stage")
         markdown = markdown.replace(STATS_MARKER, stage_stats(page, str(stage)))
+    if page.file.src_uri == GLOSSARY:
+        markdown = link_chapters(page, markdown)
     root = _root(config)
     markdown = OUTPUT_MARKER.sub(lambda m: tagged_output(root, int(m.group(1)), m.group(2)), markdown)
     return markdown
