@@ -1,5 +1,7 @@
-"""每一章：用 steps.py check 单独搭出这一章的树，跑它的 main 和树里的全部测试；再确认 notebook 与源同步。"""
+"""每一章：用 steps.py check 单独搭出这一章的树，跑它的 main 和它的测试（修改了前几章文件的一章，
+连同前几章的测试一起重跑）；再确认 notebook 与源同步、书页的组成部分齐全。"""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +23,9 @@ def test_chapter_builds_runs_and_passes_its_tests(ch):
                           capture_output=True, text=True, cwd=REPO)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert "合计：1 章通过，0 章失败" in proc.stdout
+    assert re.search(r"测试：本章 \d+ 通过", proc.stdout), proc.stdout[-2000:]
+    if C.modified_files(ch.number):  # 改了前几章的文件：前几章的测试也在这棵树里跑过
+        assert "前几章的测试重跑" in proc.stdout
 
 
 @pytest.mark.parametrize("ch", WRITTEN, ids=[c.name for c in WRITTEN])

@@ -1,6 +1,7 @@
 """tools/steps.py 与 minibook.chapters：叠加、计数、文件树、diff、构建的保护，以及出错时的一行提示。"""
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from minibook import chapters as C
+from minibook import cli
 
 REPO = Path(__file__).resolve().parents[1]
 STEPS = [sys.executable, str(REPO / "tools" / "steps.py")]
@@ -55,7 +57,10 @@ def book(tmp_path, monkeypatch):
     """))
     snaps = tmp_path / "snapshots"
     write(snaps / "ch00_zero/examples/ch00_zero.py", "print('zero')\n")
-    write(snaps / "ch00_zero/tests/test_ch00_zero.py", "def test_ok():\n    assert True\n")
+    # 第 0 章的第二个测试在后面的树里会失败：谁重跑了它，报告里就看得见
+    write(snaps / "ch00_zero/tests/test_ch00_zero.py",
+          "import os\n\ndef test_ok():\n    assert True\n\n"
+          "def test_tree_has_no_core_yet():\n    assert not os.path.exists('minisgl/core.py')\n")
     for rel in ("minisgl/__init__.py", "minisgl/core.py", "minisgl/utils/__init__.py",
                 "minisgl/utils/misc.py", "minisgl/distributed/info.py"):
         write(snaps / "ch01_one" / rel, f"# {rel} v1\n")
@@ -179,6 +184,7 @@ def test_manifest_errors(tmp_path):
     (["tree", "abc"], "不是章号"),
     (["diff", "21"], "还没写"),
     (["check", "7"], "还没写"),
+    (["check", "3-2"], "是空的"),
 ])
 def test_cli_errors_are_one_line_and_nonzero(args, message):
     proc = subprocess.run(STEPS + args, capture_output=True, text=True, cwd=REPO)
@@ -190,25 +196,125 @@ def test_cli_errors_are_one_line_and_nonzero(args, message):
 def test_cli_list_and_tree_on_the_real_book():
     out = subprocess.run(STEPS + ["list"], capture_output=True, text=True, cwd=REPO, check=True).stdout
     assert "架构全景与最小引擎" in out and "（待写）" in out
+    assert "minisgl/ 下的文件" in out.splitlines()[0]  # 计数数的是什么，写在表头上
+    # 按显示宽度对齐（汉字占两列）：每个已写章节的 main 都从同一列开始
+    rows = [line for line in out.splitlines() if "examples/" in line]
+    starts = {cli.display_width(line[:line.index("examples/")]) for line in rows}
+    assert len(rows) == len(C.written_chapters()) and len(starts) == 1
     tree = subprocess.run(STEPS + ["tree", "1"], capture_output=True, text=True, cwd=REPO, check=True).stdout
     assert tree.startswith("到这一章为止的文件：")
     assert "core.py  ← 本章新建" in tree
+    assert "计数只数 minisgl/" in tree.splitlines()[0]
 
 
-def test_check_reports_each_chapter_and_fails_on_a_broken_main(book, capsys):
-    tmp, _ = book
+def test_cli_help_is_chinese_and_its_examples_use_written_chapters():
+    proc = subprocess.run(STEPS + ["-h"], capture_output=True, text=True, cwd=REPO, check=True)
+    assert proc.stdout.startswith("用法：python tools/steps.py")
+    assert "显示这份帮助并退出" in proc.stdout and "show this help" not in proc.stdout
+    written = {c.number for c in C.written_chapters()}
+    used = {int(n) for n in re.findall(r"steps\.py (?:build|tree|diff|run|check) (\d+)", proc.stdout)}
+    assert used and used <= written
+
+
+@pytest.mark.parametrize("args, message", [
+    ([], "缺少参数：命令"),
+    (["bogus"], "没有 'bogus' 这一项"),
+    (["build"], "缺少参数：N"),
+    (["list", "--nope"], "多余的参数：--nope"),
+])
+def test_cli_usage_errors_are_chinese(args, message):
+    proc = subprocess.run(STEPS + args, capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 2
+    assert message in proc.stderr and "用法：" in proc.stderr and "-h 查看帮助" in proc.stderr
+    assert "usage:" not in proc.stderr and "error:" not in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.fixture
+def steps_module():
     sys.path.insert(0, str(REPO / "tools"))
     import steps
 
-    write(tmp / "snapshots/ch02_two/examples/ch02_two.py", "raise SystemExit('main 坏了')\n")
-    assert steps.main(["check", "0-1"]) == 0
+    return steps
+
+
+def test_modified_files_decide_what_check_reruns(book):
+    tmp, chapters = book
+    assert C.modified_files(0, chapters) == []
+    assert C.modified_files(1, chapters) == []  # 只新建文件
+    assert C.modified_files(2, chapters) == ["minisgl/core.py"]
+    write(tmp / "snapshots/ch01_one/tests/conftest.py", "")  # 新加的 pytest 配置会影响别的测试
+    assert C.modified_files(1, chapters) == ["tests/conftest.py"]
+
+
+def test_check_runs_only_the_chapters_own_tests_when_it_only_adds_files(book, steps_module, capsys):
+    """第 1 章只新建文件：只跑它自己的测试（第 0 章那个在第 1 章的树里会失败的测试没有跑）。"""
+    assert steps_module.main(["check", "0-1"]) == 0
     out = capsys.readouterr().out
-    assert "合计：2 章通过，0 章失败" in out and "1 passed" in out
-    assert steps.main(["check", "2"]) == 1
+    assert "合计：2 章通过，0 章失败" in out
+    assert "测试：本章 2 通过（本章只新建文件" in out  # 第 0 章自己的两个测试
+    assert "测试：本章 1 通过（本章只新建文件" in out  # 第 1 章：只有它自己的一个
+    row = next(line for line in out.splitlines() if line.startswith("ch01 "))
+    assert "1 通过" in row and "不重跑" in row and row.endswith("✓")
+
+
+def test_check_reruns_earlier_tests_when_the_chapter_modifies_an_earlier_file(book, steps_module, capsys):
+    """第 2 章修改了 core.py：前几章的测试全部重跑，第 0 章那个测试在这里失败，这一章就不通过。"""
+    assert steps_module.main(["check", "2"]) == 1
     out = capsys.readouterr().out
-    assert "main：examples/ch02_two.py  失败" in out and "main 坏了" in out
+    assert "本章改了前几章也用的 minisgl/core.py，前几章的测试重跑" in out
+    assert "测试：本章 1 通过；前几章 2 通过，1 失败" in out
+    assert "test_tree_has_no_core_yet" in out  # 失败的测试和它的输出在报告里
     assert "合计：0 章通过，1 章失败" in out
-    assert not (tmp / "build" / "ch02").exists()  # check 只用 build/check/，不碰读者的树
+
+
+def test_check_fails_on_a_broken_main_and_keeps_the_readers_tree(book, steps_module, capsys):
+    tmp, _ = book
+    write(tmp / "snapshots/ch01_one/examples/ch01_one.py", "raise SystemExit('main 坏了')\n")
+    assert steps_module.main(["check", "1"]) == 1
+    out = capsys.readouterr().out
+    assert "main：examples/ch01_one.py  失败" in out and "main 坏了" in out
+    assert "合计：0 章通过，1 章失败" in out
+    assert not (tmp / "build" / "ch01").exists()  # check 只用 build/check/，不碰读者的树
+
+
+def test_check_fails_when_the_chapter_has_no_passing_test(book, steps_module, capsys):
+    tmp, _ = book
+    write(tmp / "snapshots/ch01_one/tests/test_ch01_one.py", "# 还没写测试\n")
+    assert steps_module.main(["check", "1"]) == 1
+    assert "合计：0 章通过，1 章失败" in capsys.readouterr().out
+
+
+def test_check_rejects_an_empty_range(book, steps_module, capsys):
+    assert steps_module.main(["check", "2-1"]) == 2
+    err = capsys.readouterr().err
+    assert "范围「2-1」是空的" in err and "1-2" in err
+
+
+def test_run_builds_a_missing_tree_and_passes_the_exit_code_through(book, steps_module):
+    tmp, _ = book
+    code = "import minisgl.core, sys; sys.exit(7 if 'v1' in open(minisgl.core.__file__).read() else 1)"
+    assert steps_module.main(["run", "1", "--", sys.executable, "-c", code]) == 7
+    assert (tmp / "build/ch01/minisgl/core.py").is_file()
+
+
+def test_run_uses_the_tree_as_the_learner_left_it(book, steps_module, capfd):
+    tmp, _ = book
+    tree = C.build(1)
+    (tree / "minisgl/core.py").write_text("EDITED = True\n")
+    (tree / "scratch.py").write_text("import minisgl.core\nprint('edited:', minisgl.core.EDITED)\n")
+    assert steps_module.main(["run", "1", "--", sys.executable, "scratch.py"]) == 0
+    out, err = capfd.readouterr()
+    assert "edited: True" in out
+    assert "改过" in err and "minisgl/core.py" in err  # 说一声：按你改过的样子运行
+    assert (tree / "minisgl/core.py").read_text() == "EDITED = True\n"  # 没有被重新搭的树覆盖
+
+
+def test_run_errors_are_clear(book, steps_module, capsys):
+    assert steps_module.main(["run", "1", "--", "no-such-command-xyz"]) == 2
+    err = capsys.readouterr().err
+    assert "找不到命令「no-such-command-xyz」" in err and "Traceback" not in err
+    assert steps_module.main(["run", "1"]) == 2
+    assert "run 后面要跟命令" in capsys.readouterr().err
 
 
 def test_check_offline_first_run_says_what_to_do(tmp_path):

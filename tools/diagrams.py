@@ -1,9 +1,6 @@
 """书里的示意图：用几行 Python 生成干净的 SVG（不依赖任何绘图库）。
 
-    python tools/diagrams.py            # 重新生成 docs/assets/ 下的全部图
-    python tools/diagrams.py --check    # 只检查已提交的 SVG 与生成结果一致
-
-图是手工排版的：坐标写死在这里，改图就改这里再重新生成。
+图是手工排版的：坐标写死在这里，改图就改这里再重新生成（python tools/diagrams.py -h 查看用法）。
 """
 
 from __future__ import annotations
@@ -12,6 +9,11 @@ import argparse
 import sys
 from pathlib import Path
 from xml.sax.saxutils import escape
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # 不安装也能用：minibook 就在 tools/ 里
+from minibook import cli  # noqa: E402
+
+PROG = "python tools/diagrams.py"
 
 ASSETS = Path(__file__).resolve().parent.parent / "docs" / "assets"
 
@@ -268,10 +270,16 @@ def ch00_architecture() -> str:
 DIAGRAMS = {"ch00_architecture.svg": ch00_architecture}
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = cli.ArgumentParser(prog=PROG, description="生成书里的示意图（docs/assets/ 下的 SVG）。",
+                                epilog=f"示例：\n  {PROG}            重新生成全部图\n"
+                                       f"  {PROG} --check    只检查已提交的 SVG 与生成结果一致")
     parser.add_argument("--check", action="store_true", help="只检查，不写文件")
-    args = parser.parse_args()
+    parser.set_defaults(func=generate)
+    return cli.dispatch(parser, argv)
+
+
+def generate(args: argparse.Namespace) -> int:
     stale = []
     for name, make in DIAGRAMS.items():
         path = ASSETS / name
@@ -290,4 +298,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    cli.run(main)

@@ -1,10 +1,5 @@
 #!/usr/bin/env python
-"""执行章节 notebook：读 chapters/chNN_slug.py（jupytext 源），在这一章的树里执行，写出带输出的 .ipynb。
-
-    python tools/notebook.py 1        执行第 1 章
-    python tools/notebook.py all      执行全部已写的章节
-    python tools/notebook.py --check  只检查每个 .ipynb 的输入与 .py 源一致（不执行）
-"""
+"""执行章节 notebook：读 chapters/chNN_slug.py（jupytext 源），在这一章的树里执行，写出带输出的 .ipynb。"""
 
 from __future__ import annotations
 
@@ -25,6 +20,14 @@ from nbclient import NotebookClient  # noqa: E402
 from nbclient.exceptions import CellExecutionError  # noqa: E402
 
 from minibook import chapters as C  # noqa: E402
+from minibook import cli  # noqa: E402
+
+PROG = "python tools/notebook.py"
+EXAMPLES = f"""示例：
+  {PROG} 1          执行第 1 章，写出 chapters/ch01_core.ipynb
+  {PROG} 0 1        执行第 0、1 章
+  {PROG} all        执行全部已写的章节
+  {PROG} --check    只检查每个 .ipynb 的输入与 .py 源一致（不执行）"""
 
 KERNEL_TIMEOUT = 1200
 
@@ -63,32 +66,36 @@ def execute(ch: C.Chapter) -> float:
     return time.monotonic() - start
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="notebook.py", description="执行章节 notebook")
-    parser.add_argument("chapters", nargs="*", help="章号，或 all")
-    parser.add_argument("--check", action="store_true", help="只检查 .ipynb 与 .py 源是否一致")
-    args = parser.parse_args(argv)
-    try:
-        written = C.written_chapters()
-        picked = written if not args.chapters or args.chapters == ["all"] else \
-            [C.get_chapter(n) for n in args.chapters]
-        if args.check:
-            problems = [p for p in map(out_of_sync, picked) if p]
-            for p in problems:
-                print(p)
-            print("全部一致" if not problems else f"{len(problems)} 个 notebook 需要重新执行")
-            return 1 if problems else 0
-        for ch in picked:
-            print(f"执行第 {ch.number} 章 {ch.notebook.name} ……", flush=True)
-            print(f"  写出 {ch.ipynb.relative_to(C.REPO)}（{execute(ch):.0f} 秒）")
-    except C.ChapterError as e:
-        print(f"错误：{e}", file=sys.stderr)
-        return 2
-    except CellExecutionError as e:
-        print(f"错误：notebook 有单元执行失败，没有写出 .ipynb：\n{str(e)[-3000:]}", file=sys.stderr)
-        return 1
+def cmd_notebooks(args: argparse.Namespace) -> int:
+    written = C.written_chapters()
+    picked = written if not args.chapters or args.chapters == ["all"] else \
+        list(dict.fromkeys(C.get_chapter(n) for n in args.chapters))
+    if args.check:
+        problems = [p for p in map(out_of_sync, picked) if p]
+        for p in problems:
+            print(p)
+        print("全部一致" if not problems else f"{len(problems)} 个 notebook 需要重新执行")
+        return 1 if problems else 0
+    for ch in picked:
+        print(f"执行第 {ch.number} 章 {ch.notebook.name} ……", flush=True)
+        try:
+            with cli.progress(f"  执行 {ch.notebook.name}"):
+                seconds = execute(ch)
+        except CellExecutionError as e:
+            print(f"错误：notebook 有单元执行失败，没有写出 .ipynb：\n{str(e)[-3000:]}", file=sys.stderr)
+            return 1
+        print(f"  写出 {ch.ipynb.relative_to(C.REPO)}（{seconds:.0f} 秒）")
     return 0
 
 
+def main(argv: list[str] | None = None) -> int:
+    parser = cli.ArgumentParser(prog=PROG, description="在章节自己的树里执行 notebook，写出带输出的 .ipynb。",
+                                epilog=EXAMPLES)
+    parser.add_argument("chapters", metavar="N", nargs="*", help="章号，或 all；不写就是全部已写的章节")
+    parser.add_argument("--check", action="store_true", help="只检查 .ipynb 的输入与 .py 源一致（不执行）")
+    parser.set_defaults(func=cmd_notebooks)
+    return cli.dispatch(parser, argv)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    cli.run(main)

@@ -1,69 +1,98 @@
 #!/usr/bin/env python
-"""逐章搭建、查看、检查《手写 mini-sglang》的源码树。
-
-    python tools/steps.py list              全书章节与状态
-    python tools/steps.py build 7           搭出第 7 章的树到 build/ch07/
-    python tools/steps.py tree 7            第 7 章的文件树（标出新建 / 修改 / 提前引入）
-    python tools/steps.py diff 7            第 7 章相对第 6 章改了什么
-    python tools/steps.py run 7 -- CMD ...  在第 7 章的树里运行命令（已设好 PYTHONPATH）
-    python tools/steps.py check [0 3-5]     逐章搭树、跑 main、跑测试，最后给出报告
-"""
+"""逐章搭建、查看、检查《手写 mini-sglang》的源码树（python tools/steps.py -h 查看用法）。"""
 
 from __future__ import annotations
 
 import argparse
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
-import unicodedata
-from dataclasses import dataclass
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # 不安装也能用：minibook 就在 tools/ 里
 
 from minibook import chapters as C  # noqa: E402
+from minibook import cli  # noqa: E402
 
+PROG = "python tools/steps.py"
 MAIN_TIMEOUT = 900
 TEST_TIMEOUT = 1800
+JUNIT = ".steps-tests.xml"  # check 让 pytest 写下每个测试的结果（隐藏文件，不算树里的改动）
+
+
+def _examples() -> str:
+    """用法示例里的章号取已经写好的章节，照着敲就能跑。"""
+    try:
+        written = C.written_chapters()
+    except C.ChapterError:
+        written = []
+    last = written[-1] if written else None
+    n, main = (last.number, last.main) if last else (1, "examples/ch01_core.py")
+    first = written[0].number if written else 0
+    rows = [("list", "全书章节；文件计数只数 minisgl/ 下的文件"),
+            (f"build {n}", f"搭出第 {n} 章的树到 build/ch{n:02d}/，在里面随便改、随便跑"),
+            (f"tree {n}", f"第 {n} 章的文件树（标出新建 / 修改 / 提前引入）"),
+            (f"diff {n}", f"第 {n} 章相对上一章改了什么"),
+            (f"run {n} -- python {main}", f"在第 {n} 章的树里运行命令（按你改过的样子；树不存在就先搭）"),
+            ("check", "逐章搭树、跑 main、跑测试，最后给出报告"),
+            (f"check {first} {max(first, n - 1)}-{n}", "只检查这几章")]
+    width = max(cli.display_width(cmd) for cmd, _ in rows) + len(PROG) + 3
+    return "示例：\n" + "\n".join(f"  {cli.ljust(f'{PROG} {cmd}', width)}{text}" for cmd, text in rows)
+
+
+# ---------------------------------------------------------------- list / build / tree / diff / run
 
 
 def cmd_list(_: argparse.Namespace) -> int:
+    chapters = C.load_manifest()
+    rows: list[tuple[str, str, str, str] | str] = []
     stage = None
-    for ch in C.load_manifest():
+    for ch in chapters:
         if ch.stage != stage:
             stage = ch.stage
-            print(f"\n{stage}")
+            rows.append(stage)
         if ch.planned:
-            print(f"  {ch.number:>2}  {ch.title}（待写）")
+            rows.append((f"{ch.number:>2}", ch.title, "（待写）", ""))
             continue
         try:
-            counts = "文件 " + C.changes(ch.number).header().removeprefix("到这一章为止的文件：")
+            c = C.changes(ch.number, chapters)
+            counts = f"{c.count()} 个（新建 {c.count('new')}，修改 {c.count('changed')}，提前引入 {c.count('early')}）"
         except C.ChapterError as e:
             counts = f"快照有问题：{e}"
-        print(f"  {ch.number:>2}  {ch.title:<16} {ch.main}  {counts}")
+        rows.append((f"{ch.number:>2}", ch.title, ch.main, counts))
+    cells = [r for r in rows if isinstance(r, tuple)]
+    widths = [max(cli.display_width(r[i]) for r in cells + [("章", "标题", "main", "")]) + 2 for i in range(3)]
+    print(f"{cli.ljust('章', widths[0])}{cli.ljust('标题', widths[1])}{cli.ljust('main', widths[2])}"
+          f"到这一章为止 minisgl/ 下的文件")
+    for row in rows:
+        if isinstance(row, str):
+            print(row)
+        else:
+            print(("".join(cli.ljust(cell, w) for cell, w in zip(row, widths)) + row[3]).rstrip())
     return 0
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    tree = C.build(C.get_chapter(args.chapter).number, force=args.force)
-    rel = os.path.relpath(tree)
     ch = C.get_chapter(args.chapter)
+    tree = C.build(ch.number, force=args.force)
+    rel = os.path.relpath(tree)
     print(f"已搭好第 {ch.number} 章「{ch.title}」：{rel}/")
     print("在这棵树里动手：")
     tools = os.path.relpath(C.REPO / "tools", tree)
     print(f"  cd {rel} && export PYTHONPATH=$PWD:$PWD/{tools}   # 这一章的 minisgl，加上书的辅助包 minibook")
     print(f"  python {ch.main}")
     print("  python -m pytest tests")
-    print(f"或者不用 cd：python tools/steps.py run {ch.number} -- python {ch.main}")
+    print(f"或者不用 cd：{PROG} run {ch.number} -- python {ch.main}")
     return 0
 
 
 def cmd_tree(args: argparse.Namespace) -> int:
     ch = C.get_chapter(args.chapter)
-    print(C.changes(ch.number).header())
+    print(f"{C.changes(ch.number).header()}  ← 计数只数 minisgl/ 下的文件")
     print(C.tree_text(ch.number))
     return 0
 
@@ -74,15 +103,53 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    command = [c for c in args.command if c != "--"]
+    ch = C.get_chapter(args.chapter)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
-        raise C.ChapterError("run 后面要跟命令，例如：python tools/steps.py run 1 -- python examples/ch01_core.py")
-    tree = C.build(C.get_chapter(args.chapter).number)
-    return subprocess.call(command, cwd=tree, env=_tree_env(tree))
+        raise C.ChapterError(f"run 后面要跟命令，例如：{PROG} run {ch.number} -- python {ch.main}")
+    tree = ch.build_dir
+    edits = C.local_edits(tree) if tree.exists() else []
+    if edits:  # 读者改过这棵树：按他改过的样子运行，不重新搭
+        print(f"（在你改过的 {os.path.relpath(tree)}/ 里运行：{_some(edits)}；"
+              f"要回到原样：{PROG} build {ch.number} --force）", file=sys.stderr, flush=True)
+    else:  # 没改过（或还没搭）：按快照搭一遍，拿到的是这一章现在的代码
+        C.build(ch.number)
+    try:
+        return subprocess.call(command, cwd=tree, env=_tree_env(tree))
+    except FileNotFoundError:
+        raise C.ChapterError(f"找不到命令「{command[0]}」：它没装，或者名字拼错了"
+                             f"（在 {os.path.relpath(tree)}/ 里运行）") from None
+    except PermissionError:
+        raise C.ChapterError(f"「{command[0]}」不能执行（没有执行权限）；"
+                             f"Python 脚本请写成 python {command[0]}") from None
+
+
+def _some(paths: list[str], n: int = 3) -> str:
+    return "、".join(paths[:n]) + (f" 等 {len(paths)} 个文件" if len(paths) > n else "")
 
 
 def _tree_env(tree: Path) -> dict[str, str]:
     return {**os.environ, **C.tree_env(tree)}
+
+
+# ---------------------------------------------------------------- check
+
+
+@dataclass
+class TestCounts:
+    passed: int = 0
+    failed: int = 0
+    errors: int = 0
+    skipped: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.passed + self.failed + self.errors + self.skipped
+
+    def __str__(self) -> str:
+        parts = [f"{n} {word}" for n, word in ((self.passed, "通过"), (self.failed, "失败"),
+                                                (self.errors, "出错"), (self.skipped, "跳过")) if n]
+        return "，".join(parts) or "0 个"
 
 
 @dataclass
@@ -90,7 +157,9 @@ class Report:
     chapter: C.Chapter
     counts: str = ""
     main_ok: bool | None = None
-    tests: str = ""
+    own: TestCounts | None = None  # 本章自己的测试（tests/test_chNN_slug.py）
+    earlier: TestCounts | None = None  # 前几章的测试；None = 没有重跑
+    modified: list[str] = field(default_factory=list)  # 本章修改的、前几章就有的文件
     tests_ok: bool | None = None
     seconds: float = 0.0
     error: str = ""
@@ -100,10 +169,11 @@ class Report:
         return not self.error and bool(self.main_ok) and bool(self.tests_ok)
 
 
-def _run_step(cmd: list[str], tree: Path, timeout: float) -> tuple[bool, str]:
+def _run_step(cmd: list[str], tree: Path, timeout: float, label: str) -> tuple[bool, str]:
     try:
-        proc = subprocess.run(cmd, cwd=tree, env=_tree_env(tree), capture_output=True, text=True,
-                              timeout=timeout)
+        with cli.progress(label):
+            proc = subprocess.run(cmd, cwd=tree, env=_tree_env(tree), capture_output=True, text=True,
+                                  timeout=timeout)
     except subprocess.TimeoutExpired:
         return False, f"超过 {timeout:.0f} 秒没有结束"
     return proc.returncode == 0, proc.stdout + proc.stderr
@@ -113,63 +183,98 @@ def _tail(text: str, n: int = 25) -> str:
     return "\n".join("      " + line for line in text.rstrip().splitlines()[-n:])
 
 
-def check_chapter(ch: C.Chapter) -> Report:
-    """在 build/check/ 里单独搭这一章（不碰读者的 build/chNN），跑 main，再跑树里的全部测试。"""
+def _read_junit(path: Path, own_module: str) -> tuple[TestCounts, TestCounts]:
+    """pytest 的 junit 报告 → （本章的测试，前几章的测试）的计数。own_module 形如 test_ch01_core。"""
+    own, earlier = TestCounts(), TestCounts()
+    for case in ET.parse(path).iter("testcase"):
+        name = case.get("classname") or case.get("name") or ""  # tests.test_ch01_core[.TestClass]
+        counts = own if own_module in name.split(".") else earlier
+        if case.find("failure") is not None:
+            counts.failed += 1
+        elif case.find("error") is not None:
+            counts.errors += 1
+        elif case.find("skipped") is not None:
+            counts.skipped += 1
+        else:
+            counts.passed += 1
+    return own, earlier
+
+
+def check_chapter(ch: C.Chapter, chapters: list[C.Chapter]) -> Report:
+    """在 build/check/ 里单独搭这一章（不碰读者的 build/chNN），跑 main，再跑测试。
+
+    本章修改了前几章就有的文件，前几章的测试才可能被它弄坏，这时重跑树里的全部测试；
+    只新建文件的一章只跑它自己的测试。
+    """
     report = Report(ch)
     start = time.monotonic()
     try:
-        report.counts = C.changes(ch.number).header().removeprefix("到这一章为止的文件：")
-        copies = C.unchanged_copies(ch.number)
+        report.counts = C.changes(ch.number, chapters).header().removeprefix("到这一章为止的文件：")
+        copies = C.unchanged_copies(ch.number, chapters)
         if copies:
             raise C.ChapterError(f"快照里这些文件与上一章一字不差（不是修改，删掉它们）：{'、'.join(copies)}")
-        tree = C.build(ch.number, dest=C.BUILD / "check" / f"ch{ch.number:02d}", force=True)
+        report.modified = C.modified_files(ch.number, chapters)
+        tree = C.build(ch.number, dest=C.BUILD / "check" / f"ch{ch.number:02d}", force=True, chapters=chapters)
     except C.ChapterError as e:
         report.error = str(e)
         report.seconds = time.monotonic() - start
         return report
-    print(f"  文件：{report.counts}", flush=True)
+    print(f"  minisgl/ 下的文件：{report.counts}", flush=True)
 
     t = time.monotonic()
-    report.main_ok, out = _run_step([sys.executable, ch.main], tree, MAIN_TIMEOUT)
+    report.main_ok, out = _run_step([sys.executable, ch.main], tree, MAIN_TIMEOUT, f"  main：python {ch.main}")
     print(f"  main：{ch.main}  {'通过' if report.main_ok else '失败'}（{time.monotonic() - t:.1f} 秒）", flush=True)
     if not report.main_ok:
         print(_tail(out))
 
     t = time.monotonic()
-    report.tests_ok, out = _run_step([sys.executable, "-m", "pytest", "-q", "tests"], tree, TEST_TIMEOUT)
-    summary = re.findall(r"^=*\s*(\d+ (?:passed|failed|errors?|skipped)[^=\n]*?) in [\d.]+s.*$", out, re.M)
-    report.tests = summary[-1] if summary else "没有测试结果"
-    if report.tests_ok and " passed" not in report.tests:
-        report.tests_ok = False  # 一个测试都没跑也算失败
-    print(f"  测试：{report.tests}（{time.monotonic() - t:.1f} 秒）", flush=True)
+    rerun = bool(report.modified)
+    target = "tests" if rerun else ch.test_file
+    junit = tree / JUNIT
+    label = "  测试：本章与前几章的全部测试" if rerun else f"  测试：{ch.test_file}"
+    ok, out = _run_step([sys.executable, "-m", "pytest", "-q", "--rootdir=.", f"--junitxml={junit}", target],
+                        tree, TEST_TIMEOUT, label)
+    own_module = Path(ch.test_file).stem
+    try:
+        report.own, earlier = _read_junit(junit, own_module)
+    except (OSError, ET.ParseError):
+        report.own, earlier = None, TestCounts()
+    report.earlier = earlier if rerun else None
+    # 一个本章测试都没跑（测试文件是空的、收集出错）也算失败
+    report.tests_ok = ok and report.own is not None and report.own.passed > 0
+    seconds = f"{time.monotonic() - t:.1f} 秒"
+    if report.own is None:
+        print(f"  测试：没有测试结果（{seconds}）")
+    elif rerun:
+        print(f"  测试：本章 {report.own}；前几章 {report.earlier}"
+              f"（本章改了前几章也用的 {_some(report.modified)}，前几章的测试重跑）（{seconds}）")
+    else:
+        print(f"  测试：本章 {report.own}（本章只新建文件，前几章的测试不会受影响，不重跑）（{seconds}）")
     if not report.tests_ok:
         print(_tail(out, 40))
     report.seconds = time.monotonic() - start
     return report
 
 
-def _pad(text: str, width: int) -> str:
-    """按终端显示宽度补空格：一个汉字占两列。"""
-    shown = sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
-    return text + " " * max(1, width - shown)
-
-
-def _parse_selection(items: list[str]) -> list[C.Chapter]:
-    chapters = C.load_manifest()
+def _parse_selection(items: list[str], chapters: list[C.Chapter]) -> list[C.Chapter]:
     if not items:
         return C.written_chapters(chapters)
     picked: list[C.Chapter] = []
     for item in items:
-        if re.fullmatch(r"\d+-\d+", item):
-            lo, hi = map(int, item.split("-"))
+        m = re.fullmatch(r"(?:ch)?(\d+)-(?:ch)?(\d+)", item)
+        if m:
+            lo, hi = int(m[1]), int(m[2])
+            if lo > hi:
+                raise C.ChapterError(f"范围「{item}」是空的（起点比终点大），是不是想写 {hi}-{lo}？")
             picked += [C.get_chapter(n, chapters) for n in range(lo, hi + 1)]
         else:
             picked.append(C.get_chapter(item, chapters))
-    return picked
+    return list(dict.fromkeys(picked))  # 去掉重复，保持顺序
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    selected = _parse_selection(args.chapters)
+    chapters = C.load_manifest()
+    selected = _parse_selection(args.chapters, chapters)
     # 先把模型准备好（第一次运行时下载、转换）：离线时在这里给出一条清楚的说明，而不是几十个失败的测试
     from minibook.models import ModelPrepareError, prepare_all
 
@@ -177,66 +282,59 @@ def cmd_check(args: argparse.Namespace) -> int:
         prepare_all()
     except ModelPrepareError as e:
         raise C.ChapterError(f"准备模型失败，没法检查章节：\n{e}") from None
+    start = time.monotonic()
     reports = []
     for ch in selected:
         print(f"\n第 {ch.number} 章「{ch.title}」", flush=True)
-        report = check_chapter(ch)
+        report = check_chapter(ch, chapters)
         if report.error:
             print(f"  错误：{report.error}")
         reports.append(report)
 
-    print(f"\n章节  {_pad('文件（新建/修改/提前引入）', 36)}{_pad('main', 6)}{_pad('测试', 26)}    秒")
+    head = ["章节", "minisgl/ 下的文件（新建/修改/提前引入）", "main", "本章的测试", "前几章的测试", "秒"]
+    rows = []
     for r in reports:
         main = "—" if r.main_ok is None else ("通过" if r.main_ok else "失败")
-        tests = r.tests or ("—" if not r.error else "坏快照")
-        print(f"ch{r.chapter.number:02d}  {_pad(r.counts or '—', 36)}{_pad(main, 6)}{_pad(tests, 26)}"
-              f"{r.seconds:5.1f}  {'✓' if r.ok else '✗'}")
+        own = str(r.own) if r.own is not None else ("坏快照" if r.error else "没有结果")
+        earlier = str(r.earlier) if r.earlier is not None else ("不重跑" if r.own is not None else "—")
+        rows.append([f"ch{r.chapter.number:02d}", r.counts or "—", main, own, earlier,
+                     f"{r.seconds:.1f}", "✓" if r.ok else "✗"])
+    widths = [max(cli.display_width(x[i]) for x in rows + [head]) + 2 for i in range(5)]
+    print("\n" + "".join(cli.ljust(h, w) for h, w in zip(head, widths)) + head[5])
+    for row in rows:
+        print("".join(cli.ljust(c, w) for c, w in zip(row, widths)) + f"{row[5]:>4}  {row[6]}")
     failed = [r for r in reports if not r.ok]
-    print(f"\n合计：{len(reports) - len(failed)} 章通过，{len(failed)} 章失败")
+    print(f"\n合计：{len(reports) - len(failed)} 章通过，{len(failed)} 章失败"
+          f"（用时 {cli.format_seconds(time.monotonic() - start)}）")
+    print("“前几章的测试”只在这一章修改了前几章的文件时重跑；只新建文件的一章弄不坏它们。")
     return 1 if failed else 0
 
 
-class ChineseParser(argparse.ArgumentParser):
-    """命令写错时用中文说明，并给出完整用法（argparse 自带的提示是英文）。"""
-
-    def error(self, message: str) -> None:
-        for english, chinese in (("the following arguments are required:", "缺少参数："),
-                                 ("invalid choice:", "没有这个命令："), ("unrecognized arguments:", "多余的参数：")):
-            message = message.replace(english, chinese)
-        print(f"错误：命令写得不对（{message}）。用法：\n{__doc__.strip()}", file=sys.stderr)
-        sys.exit(2)
+# ---------------------------------------------------------------- 命令行
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = ChineseParser(prog="steps.py", description="逐章搭建与检查《手写 mini-sglang》",
-                           usage="python tools/steps.py {list,build,tree,diff,run,check} ...")
-    parser._positionals.title = "命令"
-    parser._optionals.title = "选项"
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=ChineseParser)
-    sub.add_parser("list", help="全书章节").set_defaults(func=cmd_list)
+    parser = cli.ArgumentParser(prog=PROG, description="逐章搭建、查看、检查《手写 mini-sglang》的源码树。",
+                                epilog=_examples())
+    sub = parser.add_subparsers(title="命令", dest="command", metavar="命令", required=True)
+    sub.add_parser("list", help="全书章节与每章 minisgl/ 下的文件计数").set_defaults(func=cmd_list)
     p = sub.add_parser("build", help="搭出第 N 章的树到 build/chNN/")
-    p.add_argument("chapter")
+    p.add_argument("chapter", metavar="N", help="章号")
     p.add_argument("--force", action="store_true", help="覆盖 build/chNN 里你改过的文件")
     p.set_defaults(func=cmd_build)
     for name, func, text in (("tree", cmd_tree, "第 N 章的文件树"), ("diff", cmd_diff, "第 N 章相对上一章的 diff")):
         p = sub.add_parser(name, help=text)
-        p.add_argument("chapter")
+        p.add_argument("chapter", metavar="N", help="章号")
         p.set_defaults(func=func)
-    p = sub.add_parser("run", help="在第 N 章的树里运行命令")
-    p.add_argument("chapter")
-    p.add_argument("command", nargs=argparse.REMAINDER)
+    p = sub.add_parser("run", help="在第 N 章的树里运行命令（按你改过的样子；树不存在就先搭）")
+    p.add_argument("chapter", metavar="N", help="章号")
+    p.add_argument("command", metavar="-- CMD", nargs=argparse.REMAINDER, help="要运行的命令，写在 -- 后面")
     p.set_defaults(func=cmd_run)
-    p = sub.add_parser("check", help="逐章搭树、跑 main 和测试")
-    p.add_argument("chapters", nargs="*", help="章号或范围，如 0 3-5；不写就检查全部已写的章节")
+    p = sub.add_parser("check", help="逐章搭树、跑 main 和测试，给出报告")
+    p.add_argument("chapters", metavar="N", nargs="*", help="章号或范围，如 0 3-5；不写就检查全部已写的章节")
     p.set_defaults(func=cmd_check)
-    args = parser.parse_args(argv)
-    try:
-        return args.func(args)
-    except C.ChapterError as e:
-        print(f"错误：{e}", file=sys.stderr)
-        return 2
+    return cli.dispatch(parser, argv)
 
 
 if __name__ == "__main__":
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # steps.py list | head 不报 BrokenPipeError
-    sys.exit(main())
+    cli.run(main)

@@ -16,6 +16,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from .cli import UserError
+
 REPO = Path(__file__).resolve().parents[2]
 MANIFEST = REPO / "chapters" / "manifest.toml"
 SNAPSHOTS = REPO / "snapshots"
@@ -25,7 +27,7 @@ JUNK = {"__pycache__"}
 PACKAGE = "minisgl"
 
 
-class ChapterError(Exception):
+class ChapterError(UserError):
     """给读者看的错误：一行中文，说清楚发生了什么、该怎么办。"""
 
 
@@ -210,6 +212,20 @@ def unchanged_copies(number: int, chapters: list[Chapter] | None = None) -> list
     ch = get_chapter(number, chapters)
     return [rel for rel in snapshot_files(ch)
             if rel in before and (ch.snapshot / rel).read_bytes() == (before[rel].snapshot / rel).read_bytes()]
+
+
+TEST_CONFIG = {"conftest.py", "pytest.ini", "pyproject.toml", "setup.cfg", "tox.ini"}
+
+
+def modified_files(number: int, chapters: list[Chapter] | None = None) -> list[str]:
+    """本章可能弄坏前几章测试的文件：前几章的树里已有、本章又写了一遍的文件（修改），
+    以及新加的 pytest 配置（conftest.py 等，新文件里只有它们会改变别的测试怎么跑）。
+    只新建普通文件的一章弄不坏前几章的测试。"""
+    if number == 0:
+        return []
+    before = tree_sources(number - 1, chapters)
+    ch = get_chapter(number, chapters)
+    return [rel for rel in snapshot_files(ch) if rel in before or Path(rel).name in TEST_CONFIG]
 
 
 # ---------------------------------------------------------------- 构建

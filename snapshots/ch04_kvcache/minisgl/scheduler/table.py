@@ -1,13 +1,12 @@
-"""页表的行与 token pool：每个正在运行的请求占一行。
+"""页表的行与 token 池（token pool）：每个正在运行的请求占一行。
 
-页表 ``page_table``（[max_running_reqs + 1, max_seq_len]，int32，Engine 在第 6 章创建）
-的第 row 行记录一个请求每个位置的 K/V 槽位。token pool 和它同形状，同一个 (row, pos)
-存的是那个位置的 token id。有了它，调度器在设备上就能按 (行, 位置) 取出一步要算的
-token（第 7 章），新采样出的 token 也直接写回设备上，不必每步从 CPU 拼一遍。
+页表 ``page_table``（[max_running_reqs + 1, max_seq_len]，int32）的第 row 行记录一个请求
+每个位置的 K/V 槽位；token 池和它同形状，同一个 (row, pos) 存那个位置的 token id。
+拼一批输入时，同一对 (行, 位置) 下标从页表取 out_loc、从 token 池取 input_ids；
+采样出的 token 直接写回 token 池，不必先拷回 CPU。
 
-行号就是 ``Req.table_idx``。请求开始时 allocate() 一行，结束时 free() 还回来；
-行数 max_running_reqs 就是同时运行的请求数上限。页表多出来的最后一行不发给请求，
-留给图捕获（第 18 章）补齐批次用的占位请求。
+行号就是 ``Req.table_idx``：请求开始时 allocate() 一行，结束时 free() 还回来。
+页表多出来的最后一行不发给请求。
 """
 
 from __future__ import annotations
@@ -19,19 +18,11 @@ class TableManager:
     """管理页表的行：哪些行空闲，哪些行正被请求占用。"""
 
     def __init__(self, max_running_reqs: int, page_table: torch.Tensor) -> None:
-        if not (isinstance(max_running_reqs, int) and max_running_reqs >= 1):
-            raise ValueError(f"max_running_reqs 必须是 ≥ 1 的整数，收到 {max_running_reqs!r}")
-        if not (isinstance(page_table, torch.Tensor) and page_table.dim() == 2
-                and page_table.dtype == torch.int32):
-            raise ValueError("page_table 必须是二维 int32 张量 [行数, 最大序列长度]")
-        if page_table.shape[0] < max_running_reqs + 1:
-            raise ValueError(
-                f"页表至少要有 max_running_reqs + 1 = {max_running_reqs + 1} 行"
-                f"（最后一行留给占位请求），收到 {page_table.shape[0]} 行"
-            )
+        # 页表比 max_running_reqs 多一行：最后一行不发给请求
+        assert max_running_reqs >= 1 and page_table.shape[0] >= max_running_reqs + 1
         self.max_running_reqs = max_running_reqs
         self.page_table = page_table
-        self.token_pool = torch.zeros_like(page_table)  # 同形状、同设备、int32
+        self.token_pool = torch.zeros_like(page_table)  # 同形状、同设备；0 是合法的 token id
         # 空闲行是一个栈：先发出 0、1、2……，还回来的行下一次最先被用到
         self._free_rows: list[int] = list(range(max_running_reqs - 1, -1, -1))
         self._in_use: list[bool] = [False] * max_running_reqs
@@ -43,21 +34,14 @@ class TableManager:
 
     def allocate(self) -> int:
         """取一行给新请求，返回行号（即 Req.table_idx）。"""
-        if not self._free_rows:
-            raise RuntimeError(
-                f"页表没有空行了：已有 {self.max_running_reqs} 个请求在运行，"
-                "调度器应当先看 available_size"
-            )
+        assert self._free_rows, "没有空行了：调度器应当先看 available_size"
         row = self._free_rows.pop()
         self._in_use[row] = True
         return row
 
     def free(self, row: int) -> None:
         """请求结束，把它的行还回来。行里的内容不清除，下一个请求会覆盖。"""
-        if not 0 <= row < self.max_running_reqs:
-            raise ValueError(f"行号 {row} 超出范围 [0, {self.max_running_reqs})")
-        if not self._in_use[row]:
-            raise ValueError(f"重复释放：第 {row} 行本来就是空闲的")
+        assert 0 <= row < self.max_running_reqs and self._in_use[row], f"第 {row} 行不在用"
         self._in_use[row] = False
         self._free_rows.append(row)
 
