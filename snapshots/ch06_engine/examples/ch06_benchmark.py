@@ -31,7 +31,8 @@ def make_prompts(ids: list[int], batch_size: int, length: int) -> list[list[int]
     return [ids[i : i + length] for i in range(batch_size)]
 
 
-def engine_decode_seconds(engine: Engine, prompts: list[list[int]], new_tokens: int) -> float:
+def engine_decode_seconds(engine: Engine, prompts: list[list[int]], new_tokens: int,
+                          on_prefill_done=None) -> float:
     """从 prefill 那一步结束到最后一步结束的时间：正好 new_tokens − 1 步 decode，含准备批次的开销。"""
     stamps: list[float] = []
     forward = engine.forward_batch
@@ -39,6 +40,8 @@ def engine_decode_seconds(engine: Engine, prompts: list[list[int]], new_tokens: 
     def timed_forward(batch, args):
         out = forward(batch, args)
         stamps.append(time.perf_counter())
+        if len(stamps) == 1 and on_prefill_done is not None:
+            on_prefill_done()
         return out
 
     engine.forward_batch = timed_forward  # type: ignore[method-assign]
@@ -49,7 +52,8 @@ def engine_decode_seconds(engine: Engine, prompts: list[list[int]], new_tokens: 
     return stamps[-1] - stamps[0]
 
 
-def hf_decode_seconds(model, prompts: list[list[int]], new_tokens: int) -> float:
+def hf_decode_seconds(model, prompts: list[list[int]], new_tokens: int,
+                      on_prefill_done=None) -> float:
     """HF generate 每步前向之后都会调用一次 logits processor：用它打时间戳，口径与上面相同。"""
     from transformers import LogitsProcessor, LogitsProcessorList
 
@@ -60,6 +64,8 @@ def hf_decode_seconds(model, prompts: list[list[int]], new_tokens: int) -> float
     class Stamp(LogitsProcessor):
         def __call__(self, input_ids, scores):
             stamps.append(time.perf_counter())
+            if len(stamps) == 1 and on_prefill_done is not None:
+                on_prefill_done()
             return scores
 
     ids = torch.tensor(prompts)
@@ -76,6 +82,18 @@ def decode_rate(seconds_of, prompts, new_tokens: int, repeats: int = 3) -> float
     seconds_of(prompts, 2)  # 预热：第一次调用有一次性的开销（分配内存、初始化线程池）
     best = min(seconds_of(prompts, new_tokens) for _ in range(repeats))
     return len(prompts) * (new_tokens - 1) / best
+
+
+def decode_profile(seconds_of, prompts, new_tokens: int, top: int = 4) -> list[tuple[str, float]]:
+    """只剖析 decode 那一段：各 aten 算子的自身 CPU 时间占这段墙钟时间的比例，取前 top 名。"""
+    from torch.profiler import ProfilerActivity, profile
+
+    prof = profile(activities=[ProfilerActivity.CPU])
+    seconds = seconds_of(prompts, new_tokens, on_prefill_done=prof.start)  # prefill 之后才开始记
+    prof.stop()
+    ops = [e for e in prof.key_averages() if e.key.startswith("aten::")]
+    ops.sort(key=lambda e: e.self_cpu_time_total, reverse=True)
+    return [(e.key, e.self_cpu_time_total / 1e6 / seconds) for e in ops[:top]]
 
 
 def main() -> None:
