@@ -13,7 +13,7 @@ import unicodedata
 import torch
 
 from minisgl.core import Batch, Context, Req, SamplingParams, get_global_ctx, set_global_ctx
-from minisgl.env import ENV, Env, EnvError
+from minisgl.env import ENV, EnvError
 from minisgl.utils import div_ceil, div_even
 
 
@@ -58,13 +58,15 @@ def fake_model_forward() -> torch.Tensor:
 
 
 def run_one_step(ctx: Context, batch: Batch) -> list[int]:
-    """一步前向：进上下文、算、每个请求前进一步、把新 token 追加到 CPU 上。"""
+    """一步：像 Engine 那样发出前向并立刻记账，再像调度器那样等新 token 回到 CPU 后追加。"""
     with ctx.forward_batch(batch):
-        next_tokens = fake_model_forward()
-    for req, token in zip(batch.reqs, next_tokens[: batch.size]):
-        req.complete_one()
+        next_tokens = fake_model_forward()  # 真实引擎里这里只是把计算排进设备的队列
+        for req in batch.reqs:
+            req.complete_one()  # 发出即记账：不等新 token
+    tokens = next_tokens[: batch.size].tolist()  # 拷回 CPU（真实引擎里要等设备算完）
+    for req, token in zip(batch.reqs, tokens):
         req.append_host(token)
-    return next_tokens.tolist()
+    return tokens
 
 
 def width(text: str) -> int:
@@ -147,28 +149,33 @@ def section_batches(ctx: Context) -> None:
         tokens = run_one_step(ctx, batch)
         done = [r.uid for r in running if not r.can_decode]
         print(f"  decode 第 {step} 步：uids={[r.uid for r in running]}，"
-              f"positions={batch.positions.tolist()}，新 token={tokens}，生成满的：{done}")
+              f"positions={batch.positions.tolist()}，新 token={tokens}，已结束：{done}")
         running = [r for r in running if r.can_decode]
         step += 1
     for r in reqs:  # 每个请求都恰好生成了 output_len 个 token
         assert r.device_len == r.max_device_len and len(r.input_ids) == r.max_device_len
-    print("  所有请求都生成满了 output_len 个 token。")
+    print("  每个请求都恰好生成了 output_len 个 token。")
     print()
 
 
 def section_context(ctx: Context) -> None:
     print("四、Context：只有在 forward_batch 里面才有 ctx.batch")
-    batch = prepare(Batch(reqs=[make_req(7, [1, 2, 3], 1)], phase="prefill"))
+    batch = Batch(reqs=[make_req(7, [1, 2, 3], 1)], phase="prefill")
+    try:
+        batch.positions
+    except AttributeError as e:
+        print(f"  调度器填写之前读 batch.positions：{e}")
+    prepare(batch)
     try:
         ctx.batch
-    except RuntimeError as e:
+    except AssertionError as e:
         print(f"  with 之外读 ctx.batch：{e}")
     with ctx.forward_batch(batch):
         print(f"  with 之内读 ctx.batch：{ctx.batch}")
         try:
             with ctx.forward_batch(batch):
                 pass
-        except RuntimeError as e:
+        except AssertionError as e:
             print(f"  在里面再开一层：{e}")
         assert ctx.batch is batch  # 拒绝嵌套之后，外层的批次还在
     try:
@@ -177,11 +184,7 @@ def section_context(ctx: Context) -> None:
     except ValueError:
         pass
     print(f"  with 块里抛出异常之后：{ctx}")
-    try:
-        ctx.batch
-        raise AssertionError("出异常之后 ctx.batch 应该已经清掉")
-    except RuntimeError:
-        pass
+    assert ctx._batch is None  # 出异常之后批次也清掉了
     print()
 
 
@@ -203,19 +206,21 @@ def section_params_and_utils() -> None:
         print(f"  div_even(9, 2)：{e}")
     print(f"  div_ceil(151936, 3) = {div_ceil(151936, 3)}"
           "（Qwen3 的 151936 行词表切给 3 个 rank，每个最多这么多行）")
-    print(f"  环境变量：{'、'.join(v.env_name for v in Env.variables().values())}")
-    old = os.environ.get("MINISGL_CPU_THREADS")
-    os.environ["MINISGL_CPU_THREADS"] = "0"  # 故意写错，看报错
+    old = os.environ.get("MINISGL_LOG_LEVEL")
     try:
-        ENV.CPU_THREADS
-    except EnvError as e:
-        print(f"  MINISGL_CPU_THREADS=0 时读 ENV.CPU_THREADS：{e}")
+        os.environ["MINISGL_LOG_LEVEL"] = "debug"
+        print(f"  MINISGL_LOG_LEVEL=debug 时 ENV.LOG_LEVEL = {ENV.LOG_LEVEL!r}（现读现解析）")
+        os.environ["MINISGL_LOG_LEVEL"] = "loud"  # 故意写错，看报错
+        try:
+            ENV.LOG_LEVEL
+            raise AssertionError("写错的值应该报错")
+        except EnvError as e:
+            print(f"  MINISGL_LOG_LEVEL=loud：{e}")
     finally:
         if old is None:
-            del os.environ["MINISGL_CPU_THREADS"]
+            del os.environ["MINISGL_LOG_LEVEL"]
         else:
-            os.environ["MINISGL_CPU_THREADS"] = old
-
+            os.environ["MINISGL_LOG_LEVEL"] = old
 
 def main() -> None:
     print("第 1 章：核心数据结构\n")

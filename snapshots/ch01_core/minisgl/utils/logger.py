@@ -24,10 +24,6 @@ def set_log_rank(rank: int | None) -> None:
     _log_rank = rank
 
 
-def get_log_rank() -> int | None:
-    return _log_rank
-
-
 class _RankFormatter(logging.Formatter):
     """格式：``[12:00:01|rank 1] INFO minisgl.engine: 消息``。"""
 

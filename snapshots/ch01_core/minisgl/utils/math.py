@@ -38,9 +38,3 @@ def align_ceil(a: int, b: int) -> int:
     """把 a 向上对齐到 b 的整数倍（例如 token 数对齐到整页）。"""
     return div_ceil(a, b) * b
 
-
-def align_down(a: int, b: int) -> int:
-    """把 a 向下对齐到 b 的整数倍（例如只取填满的整页）。"""
-    if b <= 0:
-        raise ValueError(f"align_down 的除数必须是正整数，收到 b={b}")
-    return a // b * b

@@ -38,28 +38,6 @@ def device_of(rank: int = 0, device_type: str | None = None) -> torch.device:
     return torch.device("cuda", rank)
 
 
-_DTYPE_NAMES: dict[str, torch.dtype] = {
-    "float32": torch.float32,
-    "fp32": torch.float32,
-    "float": torch.float32,
-    "bfloat16": torch.bfloat16,
-    "bf16": torch.bfloat16,
-    "float16": torch.float16,
-    "fp16": torch.float16,
-    "half": torch.float16,
-}
-
-
-def parse_dtype(dtype: str | torch.dtype) -> torch.dtype:
-    """把 "bf16"、"float32"、"torch.float16" 这类写法转成 torch.dtype；已是 dtype 则原样返回。"""
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    key = dtype.strip().lower().removeprefix("torch.")
-    if key not in _DTYPE_NAMES:
-        raise ValueError(f"不认识的数据类型 {dtype!r}，可选：{'、'.join(_DTYPE_NAMES)}")
-    return _DTYPE_NAMES[key]
-
-
 @contextmanager
 def torch_dtype(dtype: torch.dtype) -> Iterator[None]:
     """在 with 块里临时把 torch 的默认浮点类型设为 dtype，离开时恢复。
