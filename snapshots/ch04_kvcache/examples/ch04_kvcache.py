@@ -4,7 +4,8 @@
 一、按 SmolLM2 的真实配置算 KV 池的形状和字节数；
 二、三个长度不同的请求领到页表的行和页（page_size = 4），K/V 写进池子再按页表取回；
 三、decode 一步：每个请求多一个 token，只有落在页首的那个需要新页；
-四、一个请求结束，它的页和行被下一个请求复用；页不够时报错且什么都不改。
+四、一个请求结束，它的页和行被下一个请求复用；
+五、一批请求装不下时报错，而且什么都不改。
 """
 
 from __future__ import annotations
@@ -76,27 +77,30 @@ def main() -> None:
     torch.manual_seed(0)
     section_pool_size()
 
-    print(f"二、三个请求进来（page_size = {PAGE_SIZE}，池子只有 8 页 = 32 个槽位）")
+    print(f"二、三个请求一批进来（page_size = {PAGE_SIZE}，池子只有 8 页 = 32 个槽位）")
     max_running_reqs, max_seq_len = 3, 16
-    # 页表多一行，留给第 18 章的占位请求；token pool 和它同形状
+    # 页表多一行，不发给请求；token pool 和它同形状
     page_table = torch.full((max_running_reqs + 1, max_seq_len), -1, dtype=torch.int32)
     table = TableManager(max_running_reqs, page_table)
-    alloc = PageAllocator(num_pages=8, page_size=PAGE_SIZE, device="cpu")
+    alloc = PageAllocator(num_pages=8, page_size=PAGE_SIZE, page_table=page_table)
     pool = create_kvcache_pool(ModelConfig.from_json(smollm2()), num_pages=8,
                                page_size=PAGE_SIZE, dtype=torch.float32, device="cpu")
     stored: dict[int, list[torch.Tensor]] = {}  # uid -> 第 0 层写进去的 K，按步
 
     def step(reqs: list[Req]) -> None:
-        """给每个请求这一步的 token 分配槽位，并把它们的 K（随机数）写进第 0 层。"""
+        """整批分配槽位，把这一步的 token 写进 token pool、K（随机数）写进第 0 层。"""
+        out_loc = alloc.alloc_slots(reqs)
+        k = torch.randn(len(out_loc), pool.local_kv_heads, pool.head_dim)
+        pool.store_kv(k, torch.zeros_like(k), out_loc, layer_id=0)
+        offset = 0
         for req in reqs:
-            out_loc = alloc.alloc_slots(page_table, req.table_idx, req.cached_len, req.device_len)
+            n = req.extend_len
             table.token_pool[req.table_idx, req.cached_len: req.device_len] = \
                 req.input_ids[req.cached_len: req.device_len]
-            k = torch.randn(len(out_loc), pool.local_kv_heads, pool.head_dim)
-            pool.store_kv(k, torch.zeros_like(k), out_loc, layer_id=0)
-            stored.setdefault(req.uid, []).append(k)
+            stored.setdefault(req.uid, []).append(k[offset: offset + n])
             print(f"    uid {req.uid}：位置 [{req.cached_len}, {req.device_len}) → "
-                  f"out_loc {out_loc.tolist()}")
+                  f"out_loc {out_loc[offset: offset + n].tolist()}")
+            offset += n
 
     def check_gather(reqs: list[Req]) -> None:
         """按页表取回第 0 层的 K，必须正好是写进去的那些。"""
@@ -121,10 +125,10 @@ def main() -> None:
 
     print("三、decode 一步：每个请求多 1 个 token")
     for req in reqs:
-        req.complete_one()  # 采样出新 token：device_len + 1，它的 K/V 这一步才算
+        req.complete_one()  # 上一步的 token 都进了池子；新采样的 token 这一步才算
         req.append_host(7)
         print(f"  uid {req.uid} 的新位置 {req.device_len - 1}："
-              f"{'页首，要一页新页' if (req.device_len - 1) % PAGE_SIZE == 0 else '接在上一页里'}")
+              f"{'页首，要一页新页' if (req.device_len - 1) % PAGE_SIZE == 0 else '接在最后一页里'}")
     step(reqs)
     for req in reqs:
         print("  " + show_row(page_table, req))
@@ -135,30 +139,34 @@ def main() -> None:
 
     print("四、uid 1 结束，它的行和页给新请求")
     done = reqs[1]
-    alloc.free_slots(page_table, done.table_idx, done.device_len)
+    alloc.free_slots(done.table_idx, done.device_len)
     table.free(done.table_idx)
     print(f"  还回 {done.device_len} 个 token 的页和第 {done.table_idx} 行："
           f"空闲页 {alloc.num_free_pages} / 8，空闲行 {table.available_size} / 3")
-    try:
-        alloc.free_slots(page_table, done.table_idx, done.device_len)
-    except ValueError as e:
-        print(f"  不小心再还一次：{e}")
     new = make_req(3, 10, row=table.allocate())
     step([new])
     print("  " + show_row(page_table, new))
     reused = sorted({s // PAGE_SIZE for s in page_table[new.table_idx, :10].tolist()})
     print(f"  新请求 uid 3 用的正是刚还回来的第 {done.table_idx} 行和页 {reused}")
     check_gather([reqs[0], reqs[2], new])
-    short = reqs[2]
-    free_before = alloc.num_free_pages
+    print()
+
+    print("五、一批装不下：报错，而且什么都不改")
+    batch = [reqs[0], reqs[2]]
+    for req, n in zip(batch, (8, 5)):  # 假设它们各自又拿回了 n 个 token，要一起算
+        req.input_ids = torch.cat([req.input_ids, torch.full((n,), 7, dtype=torch.int32)])
+        req.cached_len, req.device_len = req.device_len, req.device_len + n
+    need = [alloc.pages_needed(r.cached_len, r.device_len) for r in batch]
+    before = page_table.clone()
+    print(f"  uid 0 要 {need[0]} 页、uid 2 要 {need[1]} 页，空闲只有 {alloc.num_free_pages} 页"
+          f"（单给 uid 0 是够的）")
     try:
-        alloc.alloc_slots(page_table, short.table_idx, short.device_len, max_seq_len)
+        alloc.alloc_slots(batch)
         raise AssertionError("页不够，应该报错")
     except OutOfPagesError as e:
-        print(f"  再让 uid 2 一口气长到 {max_seq_len} 个 token：{e}")
-    assert alloc.num_free_pages == free_before
-    print(f"  出错之后空闲页仍是 {alloc.num_free_pages}，uid 2 的页表行也没变：")
-    print("  " + show_row(page_table, short))
+        print(f"  {e}")
+    assert alloc.num_free_pages == 2 and torch.equal(page_table, before)
+    print(f"  出错之后空闲页仍是 {alloc.num_free_pages}，页表一个数都没变")
 
 
 if __name__ == "__main__":

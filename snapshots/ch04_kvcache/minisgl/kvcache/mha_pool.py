@@ -8,8 +8,8 @@
 - ``k_cache(i)``/``v_cache(i)`` 只是切片视图，不拷贝，写进视图就是写进池子；
 - 页只是"连续 page_size 个槽位"的记账单位，池子的形状里不需要有"页"这一维。
 
-张量并行时每个 rank 只存自己那几个 KV 头（local_kv_heads），与 qkv_proj 的切法一致
-（第 2 章 LinearQKVMerged；原理在第 16 章）。
+张量并行时每个 rank 只存自己那几个 KV 头，个数由 ``local_kv_heads`` 决定，
+与第 2 章 LinearQKVMerged 切 qkv_proj 用的是同一个函数。
 """
 
 from __future__ import annotations
@@ -18,15 +18,9 @@ from typing import Protocol
 
 import torch
 
-from minisgl.distributed import get_tp_info
-from minisgl.utils import div_even
+from minisgl.distributed import local_kv_heads
 
 from .base import BaseKVCachePool
-
-
-def _check_positive_int(name: str, value: object) -> None:
-    if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
-        raise ValueError(f"{name} 必须是 ≥ 1 的整数，收到 {value!r}")
 
 
 class MHAKVCachePool(BaseKVCachePool):
@@ -42,13 +36,9 @@ class MHAKVCachePool(BaseKVCachePool):
         dtype: torch.dtype,
         device: torch.device | str,
     ) -> None:
-        for name, value in [("num_kv_heads", num_kv_heads), ("num_layers", num_layers),
-                            ("head_dim", head_dim), ("num_pages", num_pages),
-                            ("page_size", page_size)]:
-            _check_positive_int(name, value)
-        tp = get_tp_info()
-        # KV 头比 rank 少时（8 个头、TP=16）每个 rank 存 1 个头的副本，见 div_even 的说明
-        self.local_kv_heads = div_even(num_kv_heads, tp.size, allow_replicate=True)
+        assert min(num_kv_heads, num_layers, head_dim, num_pages, page_size) >= 1
+        # KV 头比 rank 少时（8 个头、TP=16）每个 rank 存 1 个头的副本
+        self.local_kv_heads = local_kv_heads(num_kv_heads)
         self.head_dim = head_dim
         self.num_pages = num_pages
         self.page_size = page_size
@@ -64,30 +54,19 @@ class MHAKVCachePool(BaseKVCachePool):
     # ---- 读 ----
 
     def k_cache(self, layer_id: int) -> torch.Tensor:
-        return self._k_buffer[self._check_layer(layer_id)]
+        return self._k_buffer[layer_id]
 
     def v_cache(self, layer_id: int) -> torch.Tensor:
-        return self._v_buffer[self._check_layer(layer_id)]
+        return self._v_buffer[layer_id]
 
     # ---- 写 ----
 
     def store_kv(
         self, k: torch.Tensor, v: torch.Tensor, out_loc: torch.Tensor, layer_id: int
     ) -> None:
-        self._check_layer(layer_id)
-        expected = (len(out_loc), self.local_kv_heads, self.head_dim)
-        # 只检查形状、dtype 这些 CPU 上就知道的东西，不读张量内容（在 GPU 上那会是一次同步）
-        if out_loc.dim() != 1:
-            raise ValueError(f"out_loc 必须是一维张量（每个 token 一个槽位），收到形状 "
-                             f"{tuple(out_loc.shape)}")
-        for name, x in (("k", k), ("v", v)):
-            if tuple(x.shape) != expected:
-                raise ValueError(
-                    f"store_kv 的 {name} 形状应为 [T, local_kv_heads, head_dim] = {expected}，"
-                    f"收到 {tuple(x.shape)}"
-                )
-            if x.dtype != self.dtype:
-                raise ValueError(f"store_kv 的 {name} 是 {x.dtype}，KV 池是 {self.dtype}")
+        # 内部调用，只断言 CPU 上就知道的形状和 dtype，不读张量内容（在 GPU 上那会是一次同步）
+        assert out_loc.dim() == 1 and k.dtype == v.dtype == self.dtype
+        assert k.shape == v.shape == (len(out_loc), self.local_kv_heads, self.head_dim)
         self._k_buffer[layer_id][out_loc] = k
         self._v_buffer[layer_id][out_loc] = v
 
@@ -113,11 +92,6 @@ class MHAKVCachePool(BaseKVCachePool):
     def nbytes(self) -> int:
         """整个池子占多少字节（K 和 V、所有层）。"""
         return self.kv_buffer.numel() * self.kv_buffer.element_size()
-
-    def _check_layer(self, layer_id: int) -> int:
-        if not 0 <= layer_id < self.num_layers:
-            raise IndexError(f"层号 {layer_id} 超出范围：KV 池只有 {self.num_layers} 层")
-        return layer_id
 
     def __repr__(self) -> str:
         return (

@@ -19,16 +19,8 @@ class TableManager:
     """管理页表的行：哪些行空闲，哪些行正被请求占用。"""
 
     def __init__(self, max_running_reqs: int, page_table: torch.Tensor) -> None:
-        if not (isinstance(max_running_reqs, int) and max_running_reqs >= 1):
-            raise ValueError(f"max_running_reqs 必须是 ≥ 1 的整数，收到 {max_running_reqs!r}")
-        if not (isinstance(page_table, torch.Tensor) and page_table.dim() == 2
-                and page_table.dtype == torch.int32):
-            raise ValueError("page_table 必须是二维 int32 张量 [行数, 最大序列长度]")
-        if page_table.shape[0] < max_running_reqs + 1:
-            raise ValueError(
-                f"页表至少要有 max_running_reqs + 1 = {max_running_reqs + 1} 行"
-                f"（最后一行留给占位请求），收到 {page_table.shape[0]} 行"
-            )
+        # 页表比 max_running_reqs 多一行：最后一行不发给请求
+        assert max_running_reqs >= 1 and page_table.shape[0] >= max_running_reqs + 1
         self.max_running_reqs = max_running_reqs
         self.page_table = page_table
         self.token_pool = torch.zeros_like(page_table)  # 同形状、同设备、int32
@@ -43,21 +35,14 @@ class TableManager:
 
     def allocate(self) -> int:
         """取一行给新请求，返回行号（即 Req.table_idx）。"""
-        if not self._free_rows:
-            raise RuntimeError(
-                f"页表没有空行了：已有 {self.max_running_reqs} 个请求在运行，"
-                "调度器应当先看 available_size"
-            )
+        assert self._free_rows, "没有空行了：调度器应当先看 available_size"
         row = self._free_rows.pop()
         self._in_use[row] = True
         return row
 
     def free(self, row: int) -> None:
         """请求结束，把它的行还回来。行里的内容不清除，下一个请求会覆盖。"""
-        if not 0 <= row < self.max_running_reqs:
-            raise ValueError(f"行号 {row} 超出范围 [0, {self.max_running_reqs})")
-        if not self._in_use[row]:
-            raise ValueError(f"重复释放：第 {row} 行本来就是空闲的")
+        assert 0 <= row < self.max_running_reqs and self._in_use[row], f"第 {row} 行不在用"
         self._in_use[row] = False
         self._free_rows.append(row)
 
