@@ -3,7 +3,7 @@
 一、三个请求一起 prefill，其中一个命中了前缀缓存（它的前 5 个 token 的 K/V 早已在池子里）：
     看元数据、看右下对齐的因果掩码，与逐个 query 循环的朴素注意力对照；
 二、接着 decode 两步：每个请求 1 个 query，补齐成一个批次，用 key_mask 遮掉补出来的 key；
-三、真模型：tiny Qwen3 经由这个后端 prefill 三个长度不同的提示、再 decode 几步，
+三、真模型：tiny Qwen3 用这个后端 prefill 三个长度不同的提示、再 decode 几步，
     贪心结果与 Hugging Face 逐 token 相同。
 
 q/k/v 在一、二里是固定种子的随机数：后端不关心它们从哪来。
@@ -49,13 +49,11 @@ def make_req(uid: int, prompt: list[int], row: int, cached_len: int = 0, max_tok
                sampling_params=SamplingParams(max_tokens=max_tokens), cache_handle=None)
 
 
-def prepare_batch(reqs: list[Req], phase: str, alloc: PageAllocator, page_table: torch.Tensor,
-                  backend) -> Batch:
-    """调度器在前向前要做的事（第 7 章会把它写进调度器）：分配槽位、填好 Batch、准备元数据。"""
+def prepare_batch(reqs: list[Req], phase: str, alloc: PageAllocator, backend) -> Batch:
+    """调度器在前向前要做的事：分配这一步的槽位、填好 Batch、准备元数据。"""
     batch = Batch(reqs=reqs, phase=phase)
     batch.padded_reqs = reqs
-    batch.out_loc = torch.cat([alloc.alloc_slots(page_table, r.table_idx, r.cached_len,
-                                                 r.device_len) for r in reqs])
+    batch.out_loc = alloc.alloc_slots(reqs)  # 每个请求 [cached_len, device_len) 的槽位，首尾相接
     batch.positions = torch.cat([torch.arange(r.cached_len, r.device_len) for r in reqs])
     batch.input_ids = torch.cat([r.input_ids[r.cached_len: r.device_len] for r in reqs])
     backend.prepare_metadata(batch)
@@ -104,25 +102,25 @@ def section_random(data: RandomKV) -> None:
                           dtype=torch.float32, device="cpu")
     pool.kv_buffer.fill_(float("nan"))  # 没写过的槽位是 nan：要是读到了，结果里就会有 nan
     page_table = torch.zeros(4, 32, dtype=torch.int32)
-    alloc = PageAllocator(16, PAGE_SIZE, "cpu")
+    alloc = PageAllocator(16, PAGE_SIZE, page_table)
     backend = create_attention_backend("torch", pool, page_table)
 
     reqs = [make_req(0, list(range(6)), row=0), make_req(1, list(range(9)), row=1, cached_len=5),
             make_req(2, list(range(3)), row=2)]
-    # 请求 1 命中了前缀缓存：前 5 个 token 的 K/V 在某次更早的前向里就写进了池子
-    prefix_loc = alloc.alloc_slots(page_table, 1, 0, 5)
+    # 请求 1 命中了前缀缓存：前 5 个 token 的 K/V 在某次更早的前向里就写进了池子（同一行）
+    prefix_loc = alloc.alloc_slots([make_req(1, list(range(5)), row=1)])
     for layer in range(LAYERS):
         k, v = data.randn(5, HKV, HEAD_DIM), data.randn(5, HKV, HEAD_DIM)
         pool.store_kv(k, v, prefix_loc, layer)
         data.append(1, layer, k, v)
 
-    batch = prepare_batch(reqs, "prefill", alloc, page_table, backend)
+    batch = prepare_batch(reqs, "prefill", alloc, backend)
     meta = batch.attn_metadata
     for r in reqs:
         print(f"  uid {r.uid}：缓存 {r.cached_len} 个，这一步 {r.extend_len} 个 query，"
               f"共 {r.device_len} 个 key")
     print(f"  元数据：seq_lens_q={meta.seq_lens_q}，seq_lens_k={meta.seq_lens_k}，"
-          f"cu_seqlens_q={meta.cu_seqlens_q.tolist()}")
+          f"single_query={meta.single_query}")
     print("  uid 1 的因果掩码（行：这一步的 4 个 query，位置 5..8；列：全部 9 个 key）")
     bottom_right = causal_mask_bottom_right(4, 9)
     top_left = torch.ones(4, 9, dtype=torch.bool).tril()  # is_causal=True 用的就是它
@@ -151,14 +149,15 @@ def section_random(data: RandomKV) -> None:
 
     print("二、decode 两步：每个请求 1 个 query，补齐成一个批次")
     for step in (1, 2):
-        batch = prepare_batch(reqs, "decode", alloc, page_table, backend)
+        batch = prepare_batch(reqs, "decode", alloc, backend)
         meta = batch.attn_metadata
         print(f"  第 {step} 步：key 数 {meta.seq_lens_k}，一次 SDPA 算完"
-              f"（single_query={meta.single_query}）；key_mask（1 = 真实的 key，0 = 补齐）：")
+              f"（single_query={meta.single_query}，因果掩码 {len(meta.causal_masks)} 个）；"
+              "key_mask（1 = 真实的 key，0 = 补齐）：")
         print(grid(meta.key_mask))
         error = run_step(batch, backend, data)
         print(f"    与朴素注意力的最大误差 < 1e-5：{error < 1e-5}")
-        assert error < 1e-5 and meta.single_query
+        assert error < 1e-5 and meta.single_query and not meta.causal_masks
         for r in reqs:
             r.complete_one()
     print("  补齐的 key 读的是同一请求最后一个 key 的槽位（写过的），所以池子里的 nan 从没被读到。")
@@ -166,7 +165,7 @@ def section_random(data: RandomKV) -> None:
 
 
 def section_real_model() -> None:
-    print("三、真模型：tiny Qwen3 经由这个后端生成，对照 Hugging Face")
+    print("三、真模型：tiny Qwen3 用这个后端生成，对照 Hugging Face")
     path = tiny_qwen3()
     config = ModelConfig.from_json(path)
     with torch.device("meta"):  # 先在 meta 上建出形状，再换上真实权重
@@ -178,10 +177,10 @@ def section_real_model() -> None:
     table = TableManager(max_running_reqs, page_table)
     pool = create_kvcache_pool(config, num_pages=48, page_size=PAGE_SIZE, dtype=torch.float32,
                                device="cpu")
-    alloc = PageAllocator(48, PAGE_SIZE, "cpu")
+    alloc = PageAllocator(48, PAGE_SIZE, page_table)
     backend = create_attention_backend("torch", pool, page_table)
     ctx = Context(page_size=PAGE_SIZE)
-    ctx.page_table, ctx.kv_cache, ctx.attn_backend = page_table, pool, backend
+    ctx.attn_backend = backend  # 每个 AttentionLayer 从全局上下文找到它
     set_global_ctx(ctx)
 
     texts = ["The capital of France is", "Hello", "1, 2, 3, 4, 5, 6, 7, 8,"]
@@ -190,7 +189,7 @@ def section_real_model() -> None:
             for uid, p in enumerate(prompts)]
     phase = "prefill"
     while reqs[0].can_decode:
-        batch = prepare_batch(reqs, phase, alloc, page_table, backend)
+        batch = prepare_batch(reqs, phase, alloc, backend)
         with ctx.forward_batch(batch):
             logits = model.forward()  # 模型从 ctx.batch 读 input_ids 和 positions
         for r, token in zip(reqs, logits.argmax(dim=-1)):

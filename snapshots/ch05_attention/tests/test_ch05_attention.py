@@ -67,9 +67,9 @@ class World:
         self.dtype = dtype
         self.pool = MHAKVCachePool(hkv, num_layers, head_dim, num_pages, page_size, dtype, "cpu")
         self.pool.kv_buffer.fill_(float("nan"))  # 没写过的槽位一旦被读到，结果就是 nan
-        self.alloc = PageAllocator(num_pages, page_size, "cpu")
         # -1 也是陷阱：负下标会从末尾取，取到的是 nan
         self.page_table = torch.full((rows + 1, width), -1, dtype=torch.int32)
+        self.alloc = PageAllocator(num_pages, page_size, self.page_table)
         self.backend = SDPAAttnBackend(self.pool, self.page_table)
         self.history: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor]] = {}
         self.next_row = 0
@@ -81,18 +81,22 @@ class World:
         old_k, old_v = self.history[(req.uid, layer)]
         self.history[(req.uid, layer)] = (torch.cat([old_k, k]), torch.cat([old_v, v]))
 
+    @staticmethod
+    def _req(row: int, prompt_len: int, cached_len: int = 0, output_len: int = 16) -> Req:
+        return Req(input_ids=torch.zeros(prompt_len, dtype=torch.int32), table_idx=row,
+                   cached_len=cached_len, output_len=output_len, uid=row,
+                   sampling_params=SamplingParams(max_tokens=output_len), cache_handle=None)
+
     def new_req(self, prompt_len: int, cached_len: int = 0, output_len: int = 16) -> Req:
         """新请求；cached_len > 0 时模拟前缀缓存命中：前缀的 K/V 早已在池子里。"""
         row = self.next_row
         self.next_row += 1
-        req = Req(input_ids=torch.zeros(prompt_len, dtype=torch.int32), table_idx=row,
-                  cached_len=cached_len, output_len=output_len, uid=row,
-                  sampling_params=SamplingParams(max_tokens=output_len), cache_handle=None)
+        req = self._req(row, prompt_len, cached_len, output_len)
         empty = torch.empty(0, self.hkv, self.d, dtype=self.dtype)
         for layer in range(self.num_layers):
             self.history[(req.uid, layer)] = (empty, empty)
-        if cached_len:
-            out_loc = self.alloc.alloc_slots(self.page_table, row, 0, cached_len)
+        if cached_len:  # 更早的一次前向在同一行算过这段前缀
+            out_loc = self.alloc.alloc_slots([self._req(row, cached_len)])
             for layer in range(self.num_layers):
                 k, v = self.randn(cached_len, self.hkv, self.d), self.randn(cached_len, self.hkv,
                                                                              self.d)
@@ -102,11 +106,9 @@ class World:
 
     def make_batch(self, reqs: list[Req], phase: str) -> Batch:
         """调度器的活：给这一步的 token 分配槽位，填好 out_loc，再让后端准备元数据。"""
-        out_loc = [self.alloc.alloc_slots(self.page_table, r.table_idx, r.cached_len, r.device_len)
-                   for r in reqs]
         batch = Batch(reqs=reqs, phase=phase)
         batch.padded_reqs = reqs
-        batch.out_loc = torch.cat(out_loc)
+        batch.out_loc = self.alloc.alloc_slots(reqs)
         self.backend.prepare_metadata(batch)
         return batch
 
@@ -149,7 +151,7 @@ def test_bottom_right_mask_values():
         mask = causal_mask_bottom_right(nq, nk)
         for i in range(nq):  # 第 i 个 query 的位置是 nk - nq + i
             assert mask[i].tolist() == [j <= nk - nq + i for j in range(nk)]
-    with pytest.raises(ValueError, match="query 数"):
+    with pytest.raises(AssertionError):  # 内部不变式：query 是序列的最后几个 token
         causal_mask_bottom_right(3, 2)
 
 
@@ -205,6 +207,7 @@ def test_decode_uses_one_batched_call_with_key_mask():
     batch = world.make_batch(reqs, "decode")
     meta = batch.attn_metadata
     assert isinstance(meta, SDPAAttnMetadata) and meta.single_query
+    assert meta.causal_masks == []  # decode 不建因果掩码
     assert meta.seq_lens_q == [1, 1, 1] and meta.seq_lens_k == [4, 8, 2]
     assert meta.kv_indices.shape == meta.key_mask.shape == (3, 8)
     assert meta.key_mask.sum(1).tolist() == [4, 8, 2]
@@ -292,8 +295,9 @@ def test_metadata_for_prefill():
     batch = world.make_batch(reqs, "prefill")
     meta = batch.attn_metadata
     assert meta.seq_lens_q == [5, 2, 2] and meta.seq_lens_k == [5, 8, 2]
-    assert meta.cu_seqlens_q.tolist() == [0, 5, 7, 9] and meta.cu_seqlens_q.dtype == torch.int32
     assert meta.num_tokens == 9 and not meta.single_query
+    assert [tuple(m.shape) for m in meta.causal_masks] == [(5, 5), (2, 8), (2, 2)]
+    assert torch.equal(meta.causal_masks[1], causal_mask_bottom_right(2, 8))
 
 
 def test_bfloat16_pool():
@@ -303,10 +307,10 @@ def test_bfloat16_pool():
     assert world.step(reqs, "decode") < 2e-2
 
 
-def test_wrong_token_count_is_a_clear_error():
+def test_wrong_token_count_is_caught():
     world = World(seed=0, hq=4, hkv=2, page_size=1)
     batch = world.make_batch([world.new_req(4)], "prefill")
-    with pytest.raises(ValueError, match="prepare_metadata"):
+    with pytest.raises(AssertionError, match="prepare_metadata"):
         world.backend.forward(world.randn(5, 4, 16), world.randn(5, 2, 16),
                               world.randn(5, 2, 16), 0, batch)
 
@@ -319,3 +323,22 @@ def test_create_attention_backend():
     assert backend.kvcache is pool and backend.page_table is table
     with pytest.raises(ValueError, match="torch"):
         create_attention_backend("flashinfer", pool, table)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="没有 CUDA：元数据经 pinned 内存拷到 GPU 的路径只在 GPU 上测")
+def test_metadata_on_cuda_matches_cpu():
+    """CUDA 上列表经页锁定内存、non_blocking 拷过去；结果与 CPU 上逐项相同。"""
+    results = []
+    for device in ("cpu", "cuda"):
+        table = torch.arange(4 * 16, dtype=torch.int32, device=device).view(4, 16)
+        pool = MHAKVCachePool(2, 1, 8, 64, 1, torch.float32, device)
+        backend = SDPAAttnBackend(pool, table)
+        reqs = [World._req(row, n, c) for row, (n, c) in enumerate([(5, 0), (9, 6), (3, 2)])]
+        batch = Batch(reqs=reqs, phase="prefill")
+        batch.padded_reqs = reqs
+        backend.prepare_metadata(batch)
+        results.append(batch.attn_metadata)
+    cpu, gpu = results
+    assert gpu.kv_indices.is_cuda and torch.equal(gpu.kv_indices.cpu(), cpu.kv_indices)
+    assert torch.equal(gpu.key_mask.cpu(), cpu.key_mask)
+    assert all(torch.equal(g.cpu(), c) for g, c in zip(gpu.causal_masks, cpu.causal_masks))

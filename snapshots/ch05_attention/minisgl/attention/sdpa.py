@@ -34,11 +34,22 @@ def causal_mask_bottom_right(
     query 是序列的最后 num_q 个 token：第 i 个 query 的位置是 num_k - num_q + i，
     它能看见位置 0..num_k - num_q + i 的 key。num_q == num_k 时就是普通的下三角。
     """
-    if not 0 <= num_q <= num_k:
-        raise ValueError(f"因果掩码要求 0 ≤ query 数 ≤ key 数，收到 {num_q} 和 {num_k}")
+    assert 0 <= num_q <= num_k, (num_q, num_k)
     q_pos = torch.arange(num_k - num_q, num_k, device=device)
     k_pos = torch.arange(num_k, device=device)
     return k_pos[None, :] <= q_pos[:, None]
+
+
+def to_device(values: list[int], device: torch.device) -> torch.Tensor:
+    """把一个 Python 整数列表交给设备。
+
+    CUDA 上先放进页锁定（pinned）的主机内存，再 non_blocking 拷贝：CPU 不等拷贝完成就往下走，
+    拷贝排在同一条流上、在用到它的内核之前完成。直接 torch.tensor(list, device="cuda")
+    会让 CPU 停下来等这次拷贝。CPU 上两者一样，直接建张量。
+    """
+    if device.type != "cuda":
+        return torch.tensor(values, device=device)
+    return torch.tensor(values, pin_memory=True).to(device, non_blocking=True)
 
 
 @dataclass
@@ -47,11 +58,10 @@ class SDPAAttnMetadata(BaseAttnMetadata):
 
     seq_lens_q: list[int]  # 这一步每个请求的 query 数（extend_len）
     seq_lens_k: list[int]  # 每个请求的 key 数（device_len）：缓存的前缀 + 这一步的 token
-    cu_seqlens_q: torch.Tensor  # [B + 1] int32，第 i 个请求的 query 是 q[cu[i]:cu[i+1]]
     kv_indices: torch.Tensor  # [B, max_k] 每个 key 在 KV 池里的槽位，从页表里取出
     key_mask: torch.Tensor  # [B, max_k] bool，True 是真实的 key，False 是补齐的
     single_query: bool  # 每个请求都只有 1 个 query（decode）：整批一次算完
-    causal_masks: list[torch.Tensor]  # 每个请求的右下对齐掩码 [n_q, n_k]，逐请求路径用
+    causal_masks: list[torch.Tensor]  # 每个请求的右下对齐掩码 [n_q, n_k]；decode 不需要，为空
 
     @property
     def num_tokens(self) -> int:
@@ -65,8 +75,7 @@ def repeat_kv_heads(x: torch.Tensor, num_q_heads: int) -> torch.Tensor:
     与 Hugging Face 的 repeat_kv 相同，也与 TP 按头切分的方式一致。
     """
     num_kv_heads = x.shape[1]
-    if num_q_heads % num_kv_heads != 0:
-        raise ValueError(f"q 头数 {num_q_heads} 必须是 KV 头数 {num_kv_heads} 的整数倍")
+    assert num_q_heads % num_kv_heads == 0, (num_q_heads, num_kv_heads)
     group = num_q_heads // num_kv_heads
     return x if group == 1 else x.repeat_interleave(group, dim=1)
 
@@ -83,28 +92,26 @@ class SDPAAttnBackend(BaseAttnBackend):
         device = self.page_table.device
         seq_lens_q = [req.extend_len for req in reqs]
         seq_lens_k = [req.device_len for req in reqs]
-        cu = [0]
-        for n in seq_lens_q:
-            cu.append(cu[-1] + n)
 
         # 从页表一次取出所有请求 key 的槽位，补齐成 [B, max_k]。补出来的位置重复这个请求
         # 最后一个 key 的槽位：那里一定写过（这一步刚存进去），读到的不会是未初始化的 nan，
         # 再由 key_mask 遮掉。补成任意槽位都不行：nan 乘以 0 还是 nan。
-        lens_k = torch.tensor(seq_lens_k, device=device)
-        rows = torch.tensor([req.table_idx for req in reqs], device=device)
+        lens_k = to_device(seq_lens_k, device)
+        rows = to_device([req.table_idx for req in reqs], device)
         pos = torch.arange(max(seq_lens_k), device=device)
         key_mask = pos[None, :] < lens_k[:, None]
         clamped = torch.minimum(pos[None, :], lens_k[:, None] - 1)
         kv_indices = self.page_table[rows[:, None], clamped]
         single_query = all(n == 1 for n in seq_lens_q)
-        # 掩码只取决于长度，所有层都一样：在这里做一次，而不是每层每个请求再做一遍
-        causal_masks = [causal_mask_bottom_right(nq, nk, device=device)
-                        for nq, nk in zip(seq_lens_q, seq_lens_k)]
+        # 掩码只取决于长度，所有层都一样：在这里做一次，而不是每层每个请求再做一遍。
+        # decode（每个请求 1 个 query）不需要因果掩码：那个 query 本来就该看见全部 key
+        causal_masks = [] if single_query else [
+            causal_mask_bottom_right(nq, nk, device=device)
+            for nq, nk in zip(seq_lens_q, seq_lens_k)]
 
         batch.attn_metadata = SDPAAttnMetadata(
             seq_lens_q=seq_lens_q,
             seq_lens_k=seq_lens_k,
-            cu_seqlens_q=torch.tensor(cu, dtype=torch.int32, device=device),
             kv_indices=kv_indices,
             key_mask=key_mask,
             single_query=single_query,
@@ -115,11 +122,7 @@ class SDPAAttnBackend(BaseAttnBackend):
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer_id: int, batch: Batch
     ) -> torch.Tensor:
         meta: SDPAAttnMetadata = batch.attn_metadata
-        if q.shape[0] != meta.num_tokens:
-            raise ValueError(
-                f"q 有 {q.shape[0]} 个 token，但元数据里这一批是 {meta.num_tokens} 个："
-                "prepare_metadata 之后批次又变了吗？"
-            )
+        assert q.shape[0] == meta.num_tokens, "prepare_metadata 之后批次又变了？"
         # 先存后算：这一步的 token 也是自己（和后面 token）的 key
         self.kvcache.store_kv(k, v, batch.out_loc, layer_id)
         k_cache, v_cache = self.kvcache.k_cache(layer_id), self.kvcache.v_cache(layer_id)
