@@ -14,7 +14,7 @@
 # %% [markdown]
 # # 第 3 章 模型与权重加载
 #
-# 第 2 章写好了所有的积木，可一堆层还不是一个能用的模型。引擎拿到的是一个 Hugging Face 目录：一个 `config.json`，外加一个或几个 `.safetensors` 文件，里面是几百个按名字存放的张量。要让它跑起来，还得回答一串很实际的问题：`config.json` 里几十个字段，引擎到底要哪几个，各家模型的写法又有什么坑？用哪个模型类？文件里的 `q_proj`、`k_proj`、`v_proj` 三个张量，怎么变成我们模型里的一个 `qkv_proj`？张量并行时每个 rank 只该拿自己那一份，怎么做到每个进程不必先把整个模型读进内存？本章写出 `minisgl/models/`：`ModelConfig` 从配置里挑出十几个数；注册表按 `architectures[0]` 选类；Llama 用两块共用的积木搭起来，Qwen3 只比它多了 `q_norm`、`k_norm`；模型先在 meta 设备上搭好空架子，流式加载器一次读一个张量、按名字切出本 rank 的那块、把 q/k/v 和 gate/up 凑齐了再拼，最后按名字赋进去。做完之后，SmolLM2 和 tiny Qwen3 一批 3 个提示的 logits 与 Hugging Face 在 float32 下相差不到 1e-4，没有 KV 缓存的贪心生成与 HF 逐 token 相同。
+# 第 2 章写好了积木，可引擎拿到的是一个 Hugging Face 目录：一个 `config.json` 和几个 `.safetensors` 文件。本章把它变成能跑的模型：`ModelConfig` 在入口处把配置读对、读不懂就拒绝，注册表按架构名选类，模型先在 meta 设备上搭好，[流式加载](../glossary.md#streaming-load)器一次读一个张量、切出本 rank 的一块、凑齐 q/k/v 再拼。做完之后，SmolLM2 和 tiny Qwen3 一批 3 个提示的 logits 与 HF 在 float32 下相差不到 1e-4，贪心生成逐 token 相同。
 
 # %% tags=["remove-cell"]
 from minibook.page import *
@@ -23,35 +23,22 @@ _ = setup(3)  # 赋值而不显示：返回的树路径随机器而变
 # %% [markdown]
 # ## 自测：能答上来就可以跳过本章
 #
-# 1. Qwen3-0.6B 的 `config.json` 写着 `hidden_size = 1024`、`num_attention_heads = 16`、`head_dim = 128`。`q_proj` 的权重是什么形状？如果 `head_dim` 按 `hidden_size / 头数` 推，会怎样？
-# 2. 加载器为什么要先把 q、k、v 各自按 rank 切开，再在每个 rank 上拼成 `qkv_proj`？反过来先拼再切，会报错吗？
-# 3. 模型先在 meta 设备上建好。共享嵌入（tied）的 LM head 为什么引用的是嵌入**层**这个对象，而不是它的 `weight` 张量？
-# 4. 流式加载时，一个 rank 除了自己那份分片，同一时刻最多还拿着什么？对 Qwen3-0.6B（bf16）来说最坏有多大，和 TP 数有关吗？
-# 5. 和 Hugging Face 对答案，为什么要在 float32 下比，而且只比每个请求最后一个 token 的 logits？
+# 1. Qwen3-0.6B 的 `hidden_size = 1024`、16 个头、`head_dim = 128`。`q_proj` 是什么形状？按 `hidden_size / 头数` 推 `head_dim` 会怎样？
+# 2. transformers 5 保存的 `config.json` 顶层没有 `rope_theta`。只读顶层、缺省取 10000 的解析器会怎样？
+# 3. 加载器为什么先把 q、k、v 各自按 rank 切开再拼？反过来会报错吗？
+# 4. 共享嵌入的 LM head 为什么引用嵌入**层**，而不是它的 `weight` 张量？
 #
 # ??? question "自测参考答案（先自己答，再展开对照）"
 #
-#     1. `[2048, 1024]`：16 个头 × 128 行，比 `hidden_size` 宽一倍。按 `1024 / 16 = 64` 推，模型会按 `[1024, 1024]` 建 `q_proj`，加载时形状对不上而报错——这还算运气好；RoPE 的频率、注意力的缩放 `1/√head_dim` 也都会跟着错。所以 `head_dim` 先看 `config.json` 里有没有，没有才退回 `hidden_size // 头数`。
-#     2. 每个 rank 需要的是“自己那几个 q 头，加上这些 q 头要用的 KV 头”，它们在三个张量里各占一段。先拼成一个大矩阵再切两半，TP=2 时 rank 0 拿到全部 16 个 q 头、rank 1 拿到全部 k 和 v。两种切法每个 rank 的形状一模一样，所以不报错，加载、前向一切照常，只是 logits 差出几十（本章有实测）。
-#     3. 加载是**赋值**：`load_state_dict` 把交来的新张量挂到层的 `weight` 属性上，换掉的是属性，不是往旧张量里拷数据。建模型时 `embed_tokens.weight` 还是一个 meta 张量，LM head 要是当时存下了这个张量，加载之后它手里还是那个没有数据的 meta 张量。存层对象，每次前向现取 `embed_tokens.weight`，拿到的永远是加载后的那个。
-#     4. 正在处理的那一个完整张量，外加缓冲区里还没凑齐的几块分片。最大的张量是 `embed_tokens`，`[151936, 1024]`，bf16 约 297 MiB，与 TP 数无关；而“先全部读进来再切”要 1137 MiB。（safetensors 在 CPU 上读出的张量其实是文件的内存映射，只有真被读到的页才进内存，297 MiB 是上界。）
-#     5. bf16 只有 8 位有效位，而我们和 HF 的运算顺序并不相同（合并的矩阵乘、不同的注意力实现），bf16 下 logits 能差 0.3～0.5，连 argmax 都可能不同，分不清是 bug 还是舍入；float32 下只差 1e-5 量级，容差 1e-4 既留了余量，又能抓住任何真 bug。只比最后一个 token，是因为 `ParallelLMHead` 在 prefill 时只为每个请求最后一个位置算 logits——采样只用得到它。
+#     1. `[2048, 1024]`，比 `hidden_size` 宽一倍；按 64 推，加载时形状对不上。所以 `head_dim` 先读配置，没有才推。
+#     2. 它从 `rope_parameters` 外面什么也读不到，把 1e6 悄悄读成 1e4，不报错，长提示上越算越偏。
+#     3. 每个 rank 要的是自己那几个 q 头和它们用的 KV 头。先拼再切形状一模一样，不报错，logits 却差出几十。
+#     4. 加载是赋值，换掉的是嵌入层的 `weight` 属性；建模型时存下的张量还是 meta 上的空壳。
 
 # %% [markdown]
 # ## 本章要回顾的文件
 #
-# 本章新建 `minisgl/models/` 下的 8 个文件，不改动前面任何一个文件：
-#
-# | 文件 | 做什么 |
-# | --- | --- |
-# | `config.py` | `ModelConfig`：从 `config.json` 挑出引擎要的十几个数，统一各家写法 |
-# | `base.py` | `BaseLLMModel`：所有模型的接口，`forward()` 不带参数、返回 logits |
-# | `utils.py` | 两块共用的积木：`GatedMLP`、`RopeAttn` |
-# | `llama.py` | Llama 架构（SmolLM2 就是它） |
-# | `qwen3.py` | Qwen3：在 Llama 上改一处 |
-# | `register.py` | 注册表：`architectures[0]` → 模型类，`create_model` |
-# | `weight.py` | `shard_tensor` 与流式的 `load_weight` |
-# | `__init__.py` | 对外导出上面这些名字 |
+# 本章新建 `minisgl/models/` 下的 8 个文件，不改前面的文件：`config.py`（`ModelConfig`）、`base.py`（模型接口）、`utils.py`（`GatedMLP`、`RopeAttn`）、`llama.py`、`qwen3.py`、`register.py`（注册表）、`weight.py`（`shard_tensor` 与 `load_weight`）和 `__init__.py`。
 
 # %% tags=["remove-input"]
 header()
@@ -62,19 +49,19 @@ tree()
 # %% [markdown]
 # ## 这一步的 main
 #
-# 本章的 main 是 `examples/ch03_models.py`，分四节：把 SmolLM2、tiny Qwen3、Qwen3-0.6B 三份 `config.json` 读成同一张表；在 meta 设备上建出 Qwen3-0.6B，列出完整、TP=2、TP=16 时每个 rank 的权重形状（一个字节都不分配）；流式加载 SmolLM2 和 tiny Qwen3 的真权重，把 3 个长短不同的提示拼成一次 prefill，与 transformers 逐个比最后一个 token 的 logits；最后不用 KV 缓存做贪心生成，与 HF 的 `generate` 逐 token 比较。它只用到上面这棵树里的文件；`python tools/steps.py check` 会逐章搭出这棵树、跑这个 main 和树里的全部检查。只想跑这一个 main：
+# 本章的 main 是 `examples/ch03_models.py`：把三份 `config.json` 读成同一张表；在 meta 上建 Qwen3-0.6B，列出 TP=1、2、16 时每个 rank 的权重形状；流式加载 SmolLM2 和 tiny Qwen3，3 个提示拼成一次 prefill 与 HF 比 logits；不用 KV 缓存贪心生成，与 HF 逐 token 比。`python tools/steps.py check` 会跑它和树里的全部测试；只跑这一个 main：
 #
 # ```bash
 # python tools/steps.py run 3 -- python examples/ch03_models.py
 # ```
 #
-# 加载一个模型只有三步：读配置、在 meta 设备上建模型、把加载器交来的张量按名字赋进去：
+# 加载一个模型只有三步：读配置、在 meta 上建模型、把加载器交来的张量按名字赋进去：
 
 # %% tags=["remove-input"]
 listing("examples/ch03_models.py", "load_model")
 
 # %% [markdown]
-# KV 缓存要到第 4、5 章才有，可 `AttentionLayer` 总要把 q、k、v 交给一个注意力后端。main 里自带一个十几行的“无缓存”后端：每个请求只和本步自己的 token 做因果注意力，什么都不存。要续写，就把整个前缀再送一遍：
+# KV 缓存要到第 4、5 章才有，main 自带一个十几行的“无缓存”注意力后端，要续写就把整个前缀再送一遍：
 
 # %% tags=["remove-input"]
 listing("examples/ch03_models.py", "NoCacheAttention")
@@ -84,41 +71,85 @@ listing("examples/ch03_models.py", "NoCacheAttention")
 #
 # ![左：safetensors 文件里按名字排序的键，按切法着色；中：对每个键读出完整张量、按名字切出本 rank 的一块、转换 dtype，q/k/v 与 gate/up 先进缓冲、凑齐后拼接，再交出去；下：在 meta 设备上建好的模型，每个名字对应 TP=2 时 rank 0 的本地形状，load_state_dict 按名字赋值](../assets/ch03_loading.svg)
 #
-# 图里是 Qwen3-0.6B 在 TP=2 时 rank 0 的视角。文件里的键按名字排序，一层 11 个；加载器按这个顺序一个一个读（①），每读一个就走一遍中间那条流水线（②）：读出完整张量，按**模块名**切出本 rank 的一块，只把这一块转成目标 dtype、搬到目标设备。大多数张量切完就交出去；`q_proj`、`k_proj`、`v_proj` 和 `gate_proj`、`up_proj` 要先进缓冲区，同一层的一组凑齐了，按 q、k、v（gate、up）的顺序拼好再交出去，名字随之换成 `qkv_proj`、`gate_up_proj`。交出去的 `(名字, 张量)` 的名字正好是模型里的名字，`load_state_dict` 按名字把它们赋给 meta 上那副只有形状的架子（③）。下面按这张图从右往左讲：先讲架子（配置、注册表、模型类、参数名），再讲往里装东西的加载器。
+# 加载器按文件里的顺序一个一个读键，每个键读出、切出本 rank 的一块、转好 dtype 再交出；q/k/v、gate/up 先进缓冲，凑齐一组才拼好交出。交出的名字就是模型里的名字，`load_state_dict` 按名字赋给 meta 上的架子。
+#
+# ??? note "深入：按这张图走一遍"
+#
+#     图里是 Qwen3-0.6B 在 TP=2 时 rank 0 的视角。文件里的键按名字排序，一层 11 个；加载器按这个顺序一个一个读（①），每读一个就走一遍中间那条流水线（②）：读出完整张量，按**模块名**切出本 rank 的一块，只把这一块转成目标 dtype、搬到目标设备。大多数张量切完就交出去；`q_proj`、`k_proj`、`v_proj` 和 `gate_proj`、`up_proj` 要先进缓冲区，同一层的一组凑齐了，按 q、k、v（gate、up）的顺序拼好再交出去，名字随之换成 `qkv_proj`、`gate_up_proj`。交出去的 `(名字, 张量)` 的名字正好是模型里的名字，`load_state_dict` 按名字把它们赋给 meta 上那副只有形状的架子（③）。下面按这张图从右往左讲：先讲架子（配置、注册表、模型类、参数名），再讲往里装东西的加载器。
 
 # %% [markdown]
-# ## ModelConfig：引擎只要十几个数
+# ## ModelConfig：读对每个数，读不懂就拒绝
 #
-# 一个 HF 的 `config.json` 动辄三四十个字段：训练时的 dropout、初始化范围、生成时的默认参数、分词器的特殊 token……引擎建模型、分配 KV 池、切 TP 时只看其中十几个。`ModelConfig` 把它们挑出来，换成固定的名字，放进一个不可变的 dataclass；模型、KV 池、加载器都只读它，不再碰原始的 JSON。
-
-# %% tags=["remove-input"]
-listing("minisgl/models/config.py", "ModelConfig")
-
-# %% [markdown]
-# 挑字段本身没什么难的，难的是各家写法不一，而写错一个数往往不报错：
-#
-# | 字段 | `config.json` 里的坑 | `ModelConfig` 怎么处理 |
-# | --- | --- | --- |
-# | `head_dim` | Llama 系常常不写；Qwen3 写了 128，而 `hidden_size / 头数` 只有 64 | 有就用；没有才用 `hidden_size // num_attention_heads` |
-# | `num_kv_heads` | 没有 GQA 的老模型不写 `num_key_value_heads` | 缺省等于 q 头数 |
-# | `rope_theta` | JSON 不分整数和浮点：Qwen3 写 `1000000`，SmolLM2 写 `100000.0`；太老的配置干脆不写 | 一律 `float(...)`，缺省 10000 |
-# | `rms_norm_eps` | 一般写成 `1e-06` 这样的浮点数 | 同样 `float(...)`，类型有保证 |
-# | `tie_word_embeddings` | 不写时各家缺省不同（`LlamaConfig`、`Qwen3Config` 的缺省是 False） | 缺省 False |
-# | `attention_bias` | Llama / Qwen3 用它同时管 q、k、v、o 四个投影 | 缺省 False |
-# | `rope_scaling` | Llama 3.1 写 `{"rope_type": "llama3", ...}`，长上下文模型写 `yarn` | 本书只实现标准 RoPE，遇到别的就报错，不悄悄忽略 |
-#
-# `rope_theta` 统一成 float 不是洁癖：JSON 里同一个字段一会儿是 `int` 一会儿是 `float`，配置对象里的类型就跟着飘——打印出来不一样，序列化以后发给别的进程（第 12 章）也不一样。在入口处定死一种类型，后面的代码就不必再想它。最要紧的是第一行。用 main 用到的 Qwen3-0.6B 配置看一眼：
+# `config.json` 动辄三四十个字段，引擎只要十几个。难的不是挑，而是各家写法不一、写错一个数往往不报错。先看装着的 transformers 自己写出的配置：建一个 `rope_theta = 1e6` 的 Llama 配置，`save_pretrained`，看它把这个数放在哪：
 
 # %%
 import json
+import tempfile
+from pathlib import Path
 
 import torch
+from transformers import LlamaConfig
 
 from minibook.models import qwen3_06b_config, smollm2, tiny_qwen3
 from minisgl.models import ModelConfig
 
 torch.set_num_threads(1)  # 本页的张量都很小：单线程更快，在几个进程抢两个核的机器上也更稳定
 
+folder = Path(tempfile.mkdtemp())
+LlamaConfig(architectures=["LlamaForCausalLM"], rope_theta=1e6).save_pretrained(folder)
+saved = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+print("顶层 rope_theta：", saved.get("rope_theta", "（没有）"))
+print("rope_parameters：", saved.get("rope_parameters"))
+naive = float(saved.get("rope_theta", 10000.0))  # 只认顶层的写法（transformers 4 的写法）
+print(f"只读顶层、缺省 10000：{naive:g}；ModelConfig：{ModelConfig.from_json(folder).rope_theta:g}")
+assert ModelConfig.from_json(folder).rope_theta == 1e6
+
+# %% [markdown]
+# transformers 5 把 `rope_theta` 挪进了 `rope_parameters`，只读顶层的解析器不报错，悄悄拿缺省的 1e4 去算 RoPE（本章末尾会量出这样算差多少）。所以 `ModelConfig` 两种写法都认：
+
+# %% tags=["remove-input"]
+listing("minisgl/models/config.py", "ModelConfig")
+
+# %% tags=["remove-input"]
+listing("minisgl/models/config.py", "_rope_theta")
+
+# %% [markdown]
+# 同一个 `rope_parameters` 里也可能写着缩放规则（Llama 3.1 的 `llama3`、长上下文模型的 `yarn`），MLP 也可能不是 SiLU。引擎没实现的，在入口处报错，不悄悄忽略：
+
+# %%
+for bad in (dict(rope_parameters={"rope_type": "llama3", "rope_theta": 5e5, "factor": 8.0,
+                                  "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                  "original_max_position_embeddings": 8192},
+                 max_position_embeddings=131072),
+            dict(hidden_act="gelu")):
+    LlamaConfig(architectures=["LlamaForCausalLM"], **bad).save_pretrained(folder)
+    try:
+        ModelConfig.from_json(folder)
+        raise AssertionError("应该报错")
+    except ValueError as e:
+        print("报错：", e)
+
+# %% [markdown]
+# ??? note "深入：config.json 里的其他坑"
+#
+#     挑字段本身没什么难的，难的是各家写法不一，而写错一个数往往不报错：
+#
+#     | 字段 | `config.json` 里的坑 | `ModelConfig` 怎么处理 |
+#     | --- | --- | --- |
+#     | `head_dim` | Llama 系常常不写；Qwen3 写了 128，而 `hidden_size / 头数` 只有 64 | 有就用；没有才用 `hidden_size // num_attention_heads` |
+#     | `num_kv_heads` | 没有 GQA 的老模型不写 `num_key_value_heads` | 缺省等于 q 头数 |
+#     | `rope_theta` | transformers 4 写在顶层，5 写进 `rope_parameters`；JSON 不分整数和浮点（Qwen3 写 `1000000`）；太老的配置干脆不写 | 两处都找，一律 `float(...)`，缺省 10000 |
+#     | `rms_norm_eps` | 一般写成 `1e-06` 这样的浮点数 | 同样 `float(...)`，类型有保证 |
+#     | `tie_word_embeddings` | 不写时各家缺省不同（`LlamaConfig`、`Qwen3Config` 的缺省是 False） | 缺省 False |
+#     | `attention_bias` | Llama / Qwen3 用它同时管 q、k、v、o 四个投影 | 缺省 False |
+#
+#     `rope_theta` 统一成 float 不是洁癖：JSON 里同一个字段一会儿是 `int` 一会儿是 `float`，配置对象里的类型就跟着飘——打印出来不一样，序列化以后发给别的进程（第 12 章）也不一样。在入口处定死一种类型，后面的代码就不必再想它。
+#
+#     `sliding_window`、`torch_dtype` 等字段我们没读：本书支持的两种架构都没有滑动窗口，精度由引擎的参数决定。
+#
+# 最要紧的一个数是 `head_dim`。Qwen3-0.6B 的配置写着 128，而 `hidden_size / 头数` 只有 64：
+
+# %%
 raw = json.loads(qwen3_06b_config().read_text(encoding="utf-8"))
 q06 = ModelConfig.from_json(qwen3_06b_config())
 hidden, heads_q = raw["hidden_size"], raw["num_attention_heads"]
@@ -134,7 +165,7 @@ print(f"rope_theta：JSON 里是 {theta!r}（{type(theta).__name__}），"
 assert q_width == 2 * q06.hidden_size and isinstance(q06.rope_theta, float)
 
 # %% [markdown]
-# 所以 Qwen3 的注意力块是“先升维再降维”的：`q_proj` 把 1024 维投到 2048 维，`o_proj` 再投回 1024 维。要是按 64 建模型，第一个 `q_proj` 就会在加载时因为形状不对而报错；最怕的是另一种情况——某个模型的 `head_dim` 恰好等于 `hidden_size / 头数`、只是写法不同，配置解析错了也照样能跑，只在某些尺寸上出问题。再用一份最小的配置试试缺省值和报错：
+# Qwen3 的注意力块先升维再降维：`q_proj` 从 1024 维投到 2048 维。按 64 建模型，第一个 `q_proj` 加载时就会形状不对。缺省值和缺字段的报错：
 
 # %%
 base = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 2, "hidden_size": 64,
@@ -153,17 +184,19 @@ for bad in ({k: v for k, v in base.items() if k != "vocab_size"},
 assert (c.num_kv_heads, c.head_dim, c.rope_theta) == (8, 8, 10000.0)
 
 # %% [markdown]
-# `rope_scaling` 被拒绝而不是忽略，理由和第 1 章的环境变量一样：Llama 3.1 这样的模型不按它的缩放规则算 RoPE，短提示上几乎看不出差别，长提示上慢慢变差——这种“能跑但不对”的错最难查。`config.json` 里其余的字段（`hidden_act`、`sliding_window`、`torch_dtype`……）我们都没读：本书支持的两种架构都是 SiLU、没有滑动窗口，精度由引擎的参数决定（第 6 章）。
-#
 # ## 注册表：architectures[0] 决定用哪个类
 #
-# 选模型类看的是 `config.json` 里的 `architectures`，这是 transformers 保存模型时写下的类名列表，比如 `["Qwen3ForCausalLM"]`：
+# `architectures` 是 transformers 保存模型时写下的类名，比如 `["Qwen3ForCausalLM"]`。加一个架构就是写一个类、在字典里加一行：
 
 # %% tags=["remove-input"]
 listing("minisgl/models/register.py")
 
 # %% [markdown]
-# 为什么不看 `model_type`，也不看目录名？`model_type`（`"qwen3"`）说的是配置属于哪个家族，同一个家族底下可以有因果语言模型、分类模型、奖励模型，头不一样、权重也不一样；`architectures[0]` 才是确切的类。按目录名猜（名字里有 `llama` 就当 Llama）更不可靠：`my-finetune-v2` 猜不出来，`llama-to-qwen-distill` 会猜错。加一个新架构，就是写一个类、在字典里加一行；不认识的架构直接报错，并列出支持哪些：
+# ??? note "深入：为什么不看 model_type 或目录名"
+#
+#     为什么不看 `model_type`，也不看目录名？`model_type`（`"qwen3"`）说的是配置属于哪个家族，同一个家族底下可以有因果语言模型、分类模型、奖励模型，头不一样、权重也不一样；`architectures[0]` 才是确切的类。按目录名猜（名字里有 `llama` 就当 Llama）更不可靠：`my-finetune-v2` 猜不出来，`llama-to-qwen-distill` 会猜错。
+#
+# 不认识的架构直接报错，并列出支持哪些：
 
 # %%
 import dataclasses
@@ -180,19 +213,18 @@ assert set(MODEL_REGISTRY) == {"LlamaForCausalLM", "Qwen3ForCausalLM"}
 # %% [markdown]
 # ## Llama：两块积木搭起来
 #
-# Llama 系的解码层只有两个子块，本书把它们写成两块共用的积木，放在 `models/utils.py`。门控 MLP 是 `down(silu(gate(x)) * up(x))`，gate 和 up 合成一个列并行层，down 是行并行层，整块只在最后通信一次（第 2 章）：
+# Llama 的解码层只有两个子块，写成共用的积木放在 `models/utils.py`：门控 MLP（gate/up 列并行、down 行并行，整块只通信一次）和注意力块：
 
 # %% tags=["remove-input"]
 listing("minisgl/models/utils.py", "GatedMLP")
-
-# %% [markdown]
-# 注意力块是“合并的 qkv 投影 → 拆开、（归一化、）旋转、交给后端 → 输出投影”：
 
 # %% tags=["remove-input"]
 listing("minisgl/models/utils.py", "RopeAttn")
 
 # %% [markdown]
-# 几个细节都和名字有关。`q_norm`、`k_norm` 挂在 `RopeAttn` 上，因为 HF 的权重名是 `model.layers.N.self_attn.q_norm.weight`；真正用它们的 `AttentionLayer` 挂在下划线开头的 `_attn` 上，`state_dict` 看不见它，同一对归一化层就只出现一次。两处引用的是**同一个层对象**，加载时换掉这个对象上的 `weight`，两边同时看到——后面的共享嵌入也靠这一点。RoPE 的 cos/sin 表由 `get_rope` 按参数缓存，全模型所有层共用一张；`attention_bias` 同时管 q、k、v、o 四个投影，和 HF 的 Llama、Qwen3 一致。
+# ??? note "深入：q_norm 为什么挂在 RopeAttn 上"
+#
+#     几个细节都和名字有关。`q_norm`、`k_norm` 挂在 `RopeAttn` 上，因为 HF 的权重名是 `model.layers.N.self_attn.q_norm.weight`；真正用它们的 `AttentionLayer` 挂在下划线开头的 `_attn` 上，`state_dict` 看不见它，同一对归一化层就只出现一次。两处引用的是**同一个层对象**，加载时换掉这个对象上的 `weight`，两边同时看到——后面的共享嵌入也靠这一点。RoPE 的 cos/sin 表由 `get_rope` 按参数缓存，全模型所有层共用一张；`attention_bias` 同时管 q、k、v、o 四个投影，和 HF 的 Llama、Qwen3 一致。
 #
 # 有了这两块，Llama 的三个类都很短：
 
@@ -206,11 +238,11 @@ listing("minisgl/models/llama.py", "LlamaModel")
 listing("minisgl/models/llama.py", "LlamaForCausalLM")
 
 # %% [markdown]
-# 外面一层 `LlamaForCausalLM` 实现 `BaseLLMModel` 的接口：`forward()` 不带参数，从 `get_global_ctx().batch` 读 `input_ids`（第 1 章），返回 `[请求数, 词表大小]` 的 float32 logits。属性名一路拼下来就是权重名：`model` → `model.layers` → `model.layers.0.mlp.down_proj.weight`。
+# `LlamaForCausalLM.forward()` 不带参数，从 `get_global_ctx().batch` 读 `input_ids`，返回 `[请求数, 词表大小]` 的 float32 logits。
 #
-# ### 残差被推迟到下一个归一化
+# ### 每层交出的不是隐状态
 #
-# 注意 `LlamaDecoderLayer.forward` 的返回值：它交出去的是 `(MLP 的输出, 残差流)`，**不是**这一层之后的隐状态。第 2 章讲过 `RMSNormFused` 把“加残差”挪进了下一个归一化；放到整个模型里看，就是每一层都把“这一层 MLP 的输出还没加回去”这件事留给下一层的 `input_layernorm`，最后一层留给 `model.norm`——所以 `LlamaModel.forward` 最后那次 `norm.forward(x, residual)` 不能省，省了就丢掉最后一层 MLP 的全部贡献。于是第 i 层之后真正的隐状态是 `x + residual`，两者单独拿出来都不是。transformers 可以交出每一层之后的隐状态（`output_hidden_states=True`），拿 tiny Qwen3 逐层对一遍：
+# `LlamaDecoderLayer.forward` 交出的是 `(MLP 的输出, 残差流)`：加残差被推迟到下一层的 `input_layernorm`，最后一层靠 `model.norm`。拿 transformers 每一层之后的隐状态逐层对一遍：
 
 # %%
 from transformers import AutoModelForCausalLM
@@ -267,40 +299,48 @@ print(f"model.norm(x, residual) 与 HF 最后的隐状态：差 {shown(e_final)}
 assert e_final < 1e-5
 
 # %% [markdown]
-# 单独看 `x` 或 `residual`，和 HF 的隐状态相差几十上百个百分点；两者之和才与 HF 吻合（差在 float32 的舍入量级）。调试的时候要是逐层打印 `x` 去和 HF 比，会以为第 0 层就错了——这是读这类引擎代码时最容易踩的坑。HF 的 `hidden_states` 最后一项已经过了 `model.norm`，所以最后一层单独和 `norm(x, residual)` 比。
+# 单独看 `x` 或 `residual` 都对不上 HF，两者之和才对上。逐层调试时只打印 `x`，会以为第 0 层就错了。
+#
+# ??? note "深入：残差推迟对整个模型意味着什么"
+#
+#     注意 `LlamaDecoderLayer.forward` 的返回值：它交出去的是 `(MLP 的输出, 残差流)`，**不是**这一层之后的隐状态。第 2 章讲过 `RMSNormFused` 把“加残差”挪进了下一个归一化；放到整个模型里看，就是每一层都把“这一层 MLP 的输出还没加回去”这件事留给下一层的 `input_layernorm`，最后一层留给 `model.norm`——所以 `LlamaModel.forward` 最后那次 `norm.forward(x, residual)` 不能省，省了就丢掉最后一层 MLP 的全部贡献。于是第 i 层之后真正的隐状态是 `x + residual`，两者单独拿出来都不是。调试的时候要是逐层打印 `x` 去和 HF 比，会以为第 0 层就错了——这是读这类引擎代码时最容易踩的坑。HF 的 `hidden_states` 最后一项已经过了 `model.norm`，所以最后一层单独和 `norm(x, residual)` 比。
 #
 # ### Qwen3 = Llama + q_norm / k_norm
 #
-# Qwen3（稠密版）和 Llama 在结构上只差一处：注意力里，q 和 k 在做 RoPE **之前**，先对每个头的向量各做一次 RMSNorm（权重只有 `head_dim` 那么宽，所有头共用）。别的不同——显式的 `head_dim`、`rope_theta = 1e6`、是否共享嵌入——都只是配置里的数。于是 `qwen3.py` 一共十几行，只在三个类属性上“打补丁”：
+# Qwen3 和 Llama 在结构上只差一处：q、k 在 RoPE 之前先按头做一次 RMSNorm。其余差别（显式 `head_dim`、`rope_theta = 1e6`）都只是配置里的数，所以 `qwen3.py` 只改三个类属性：
 
 # %% tags=["remove-input"]
 listing("minisgl/models/qwen3.py")
 
 # %% [markdown]
-# `LlamaDecoderLayer` 把自己的 `has_qk_norm` 传给 `RopeAttn`，`LlamaModel` 用 `decoder_layer` 这个类属性建层，`LlamaForCausalLM` 用 `model_class` 建主体——三处各留一个钩子，Qwen3 各改一个值。两个注意力块的数据流对照如下：
+# ??? note "深入：两个注意力块的数据流对照"
 #
-# === "Llama 的注意力块"
+#     `LlamaDecoderLayer` 把自己的 `has_qk_norm` 传给 `RopeAttn`，`LlamaModel` 用 `decoder_layer` 这个类属性建层，`LlamaForCausalLM` 用 `model_class` 建主体——三处各留一个钩子，Qwen3 各改一个值。两个注意力块的数据流对照如下：
 #
-#     ```text
-#     qkv = qkv_proj(x)                  # [T, (hq + 2·hkv) · d]
-#     q, k, v = split(qkv)               # [T, hq, d]、[T, hkv, d]、[T, hkv, d]
-#     q, k = rope(positions, q, k)
-#     o = attn_backend(q, k, v)          # [T, hq, d]
-#     out = o_proj(o)                    # [T, hidden]
-#     ```
+#     === "Llama 的注意力块"
 #
-# === "Qwen3 的注意力块"
+#         ```text
+#         qkv = qkv_proj(x)                  # [T, (hq + 2·hkv) · d]
+#         q, k, v = split(qkv)               # [T, hq, d]、[T, hkv, d]、[T, hkv, d]
+#         q, k = rope(positions, q, k)
+#         o = attn_backend(q, k, v)          # [T, hq, d]
+#         out = o_proj(o)                    # [T, hidden]
+#         ```
 #
-#     ```text
-#     qkv = qkv_proj(x)
-#     q, k, v = split(qkv)
-#     q, k = q_norm(q), k_norm(k)        # 多出来的一行：每个头各自归一化，权重 [d]
-#     q, k = rope(positions, q, k)
-#     o = attn_backend(q, k, v)
-#     out = o_proj(o)
-#     ```
+#     === "Qwen3 的注意力块"
 #
-# 体现在权重上，就是每层多两个 `[head_dim]` 的张量。拿 tiny Qwen3 的配置分别建一个 Llama 和一个 Qwen3（在 meta 上），把第 0 层的权重名做个 diff：
+#         ```text
+#         qkv = qkv_proj(x)
+#         q, k, v = split(qkv)
+#         q, k = q_norm(q), k_norm(k)        # 多出来的一行：每个头各自归一化，权重 [d]
+#         q, k = rope(positions, q, k)
+#         o = attn_backend(q, k, v)
+#         out = o_proj(o)
+#         ```
+#
+#     体现在权重上，就是每层多两个 `[head_dim]` 的张量。拿 tiny Qwen3 的配置分别建一个 Llama 和一个 Qwen3（在 meta 上），把第 0 层的权重名做个 diff：
+#
+# 两个模型按同一份配置建出来，`state_dict` 的差别只有每层的 `q_norm`、`k_norm`：
 
 # %%
 import difflib
@@ -319,11 +359,13 @@ assert extra == n_layers * 2 * d
 print(f"整个模型多出 {n_layers} 层 × 2 × {d} = {extra} 个参数")
 
 # %% [markdown]
-# 多出的 256 个参数作用却不小：Qwen3 的 q、k 先被拉回单位长度附近再旋转，注意力分数的尺度由 `q_norm`、`k_norm` 的权重决定，不会随着训练漂到很大，训练更稳。漏掉它，tiny Qwen3 的输出就对不上 HF；放错位置（放在 RoPE 之后），结果也不对——RMSNorm 按头内各维的均方根缩放，RoPE 把一对对维度旋转、不改变向量的模长，但 `q_norm` 的权重是逐维的，先乘权重再旋转和先旋转再乘权重不是一回事。
+# ??? note "深入：多出的 256 个参数做什么"
+#
+#     多出的 256 个参数作用却不小：Qwen3 的 q、k 先被拉回单位长度附近再旋转，注意力分数的尺度由 `q_norm`、`k_norm` 的权重决定，不会随着训练漂到很大，训练更稳。漏掉它，tiny Qwen3 的输出就对不上 HF；放错位置（放在 RoPE 之后），结果也不对——RMSNorm 按头内各维的均方根缩放，RoPE 把一对对维度旋转、不改变向量的模长，但 `q_norm` 的权重是逐维的，先乘权重再旋转和先旋转再乘权重不是一回事。
 #
 # ## 参数名：沿用 HF 的名字，只合并两处
 #
-# 我们的参数名就是 HF 的参数名，只有两处例外：同一层的 `q_proj`、`k_proj`、`v_proj` 合成 `qkv_proj`，`gate_proj`、`up_proj` 合成 `gate_up_proj`——一次矩阵乘算出几样东西，比三次、两次小矩阵乘快，也少读几遍输入。拿 tiny Qwen3 的文件和模型对一下第 0 层：
+# 除了 `q/k/v_proj` 合成 `qkv_proj`、`gate/up_proj` 合成 `gate_up_proj`，我们的参数名就是 HF 的参数名。拿 tiny Qwen3 的文件和模型对第 0 层：
 
 # %%
 from IPython.display import Markdown
@@ -345,17 +387,17 @@ assert len(file_keys) == 11 and len(ours) == 8
 Markdown("\n".join(rows))
 
 # %% [markdown]
-# 文件里一层 11 个张量，模型里 8 个。沿用 HF 的名字，好处是加载器几乎不需要映射表：除了那两处合并，文件里的名字原样就是模型里的名字。`BaseOP.state_dict` 按属性名拼出键，所以“名字对上”只靠一件事——属性名和 HF 的模块名写得一样。这也是为什么 `RopeAttn` 的属性叫 `o_proj`、`q_norm`，而不是我们自己觉得更好的名字。
+# 文件里一层 11 个张量，模型里 8 个。名字对上只靠一件事：属性名和 HF 的模块名写得一样。
 #
-# ### 共享嵌入：lm_head 借用 embed_tokens
+# ### 共享嵌入：LM head 借用嵌入层
 #
-# SmolLM2、Qwen3-0.6B 都是 `tie_word_embeddings = True`：输出层 `lm_head` 的权重就是嵌入矩阵本身（嵌入把 token id 查成向量，输出层拿隐状态和同一张表做内积）。这种模型的 safetensors 里通常就没有 `lm_head.weight`；有的导出工具会多存一份，加载器见到就跳过。模型这边，`ParallelLMHead` 收到 `tied_embedding` 时删掉自己的 `weight`，`state_dict` 里就没有 `lm_head` 这一项：
+# SmolLM2、Qwen3-0.6B 都是 `tie_word_embeddings = True`（[共享嵌入](../glossary.md#tied-embeddings)）：`ParallelLMHead` 收到 `tied_embedding` 就删掉自己的 `weight`，`state_dict` 里没有 `lm_head`。它存的是嵌入**层**：
 
 # %% tags=["remove-input"]
 listing("minisgl/layers/embedding.py", "ParallelLMHead.__init__")
 
 # %% [markdown]
-# 它存的是嵌入**层**，不是嵌入层当时的 `weight`。区别在加载的那一刻才显出来：
+# 区别在加载的那一刻才显出来：
 
 # %%
 from minisgl.models import load_weight
@@ -375,38 +417,43 @@ assert fresh.model.embed_tokens.weight is weights["model.embed_tokens.weight"]
 assert fresh.model.norm.weight is weights["model.norm.weight"]  # 赋值：不拷贝，也不多占一份内存
 
 # %% [markdown]
-# 加载是赋值：`load_state_dict` 把交来的张量用 `setattr` 挂到层上（第 2 章），meta 上的旧张量被整个换掉。换掉的是嵌入层的**属性**，谁要是当初存了 `embed_before` 这个张量，手里就还是一个没有数据的 meta 张量，第一次前向就会出错。LM head 每次前向现取 `self._tied.weight`，永远拿到当前的那个。（`_tied` 以下划线开头，`state_dict` 不会顺着它再把嵌入矩阵报一遍。）同样的道理，`RopeAttn` 和 `AttentionLayer` 共享的也是 `q_norm` 这个层对象。
-#
-# 赋值还有一个好处：不需要先给模型分配一份内存、再把读出来的权重拷进去——那样加载的那一刻要占两倍的内存。meta 上建模型不花一个字节，交来的张量直接成为模型的权重。
-#
-# 核对是兜底的安全网。`load_state_dict` 先把名字、形状、dtype 全部核对一遍，有一处不对就报错，而且报错时一个张量都还没换。比如一个按单卡建的模型，拿到了 TP=2 时 rank 0 的分片：
+# 加载换掉的是嵌入层的属性，当初存下的 `embed_before` 还是 meta 上的空壳；LM head 每次前向现取，拿到的总是新的。`load_state_dict` 先核对再赋值，一个按单卡建的模型拿到 TP=2 的分片，报错且什么都不换：
 
 # %%
-from minisgl.distributed import DistributedInfo
+from minisgl.distributed import set_tp_info
 
+set_tp_info(0, 2)  # 以 TP=2 的 rank 0 的身份读权重：load_weight 和建层一样读 get_tp_info()
 try:
-    fresh.load_state_dict(dict(load_weight(path, model_config, tp_info=DistributedInfo(0, 2))))
+    shards = dict(load_weight(path, model_config))
+finally:
+    set_tp_info(0, 1)
+try:
+    fresh.load_state_dict(shards)
     raise AssertionError("应该报错")
 except ValueError as e:
     print(e)
 assert fresh.model.embed_tokens.weight is weights["model.embed_tokens.weight"]  # 什么都没换
 
 # %% [markdown]
-# 形状检查能抓住“这份权重不是给这个 rank 的”，却抓不住“形状对、内容错”——下面的合并顺序就是这样一个例子。
+# ??? note "深入：赋值还省了什么"
+#
+#     赋值还有一个好处：不需要先给模型分配一份内存、再把读出来的权重拷进去——那样加载的那一刻要占两倍的内存。meta 上建模型不花一个字节，交来的张量直接成为模型的权重。
+#
+# 形状检查抓得住“这份权重不是给这个 rank 的”，抓不住“形状对、内容错”——下面的合并顺序就是一例。
 #
 # ## 流式加载：一次只拿一个完整张量
 #
-# 加载器是一个生成器：按文件、按键的顺序一个一个读，每读一个就切、转换、（合并、）交出，读完一个再读下一个：
+# [`load_weight`](../glossary.md#streaming-load) 是一个生成器：按文件、按键的顺序读一个、切一个、交出一个。本 rank 是谁从 `get_tp_info()` 读，和建层时是同一处：
 
 # %% tags=["remove-input"]
 listing("minisgl/models/weight.py", "load_weight")
 
 # %% [markdown]
-# 几件事值得注意：TP 信息默认从 `get_tp_info()` 读（和建模型时一样），也可以显式传；`dtype`、`device` 的转换发生在切分**之后**，只转本 rank 的那一块；共享嵌入时文件里多余的 `lm_head.weight`、旧导出里的 `rotary_emb.inv_freq`（RoPE 表是我们自己算的）直接跳过。
+# `dtype`、`device` 的转换发生在切分之后，只转本 rank 那一块；共享嵌入时多余的 `lm_head.weight`、旧导出里的 `rotary_emb` 直接跳过。
 #
 # ### shard_tensor：名字决定怎么切
 #
-# 每个张量怎么切，只看它的**模块名**——键的倒数第二段（`model.layers.0.self_attn.q_proj.weight` 的模块名是 `q_proj`）。规则和第 2 章各层的本地形状一一对应：
+# 每个张量怎么切只看模块名（键的倒数第二段），规则和第 2 章各层的本地形状一一对应；KV 头的本地个数仍由 `local_kv_heads` 算：
 
 # %% tags=["remove-input"]
 listing("minisgl/models/weight.py", "shard_tensor")
@@ -419,10 +466,6 @@ listing("minisgl/models/weight.py", "shard_tensor")
 # | `o_proj`、`down_proj`（二维的 weight） | 第 1 维均分 | 行并行 `LinearOProj` / `LinearRowParallel` | `down_proj` `[1024, 3072]` → `[1024, 1536]` |
 # | `embed_tokens`、`lm_head` | 每段 `div_ceil(vocab, size)` 行，最后一段不够就补零行 | `VocabParallelEmbedding` / `ParallelLMHead` | `[151936, 1024]` → `[75968, 1024]` |
 # | 其余（各种 norm、`o_proj` / `down_proj` 的 bias……） | 不切，每个 rank 一份完整的 | `RMSNorm`；行并行的 bias 在 all-reduce 之后才加 | `[1024]` → `[1024]` |
-#
-# 按**整段**模块名比较，而不是判断子串（`"up_proj" in key`）：换一个把 gate/up 存成一个 `gate_up_proj` 的模型，子串判断就会误判。q/k/v 的 bias（一维）走同样的行规则；`o_proj`、`down_proj` 的 bias 不切，因为行并行的部分和 all-reduce 之后才加 bias，它只该加一次（第 2 章）。切下来的每一块都用 `_own` 拷成独立的内存——按行切出的前一半本身就是连续的，不拷的话交出去的只是完整张量的一个视图，完整张量的存储就会跟着它一直活下去。
-#
-# 用带标签的张量看三条最容易写错的规则。每个头的行都写上头号，切完看每个 rank 拿到了哪些头：
 
 # %%
 from minisgl.models import shard_tensor
@@ -460,17 +503,17 @@ print(f"词表 10 行、TP=4，每个 rank div_ceil(10, 4) = 3 行：{pieces}")
 assert pieces[-1] == [10, 0, 0]
 
 # %% [markdown]
-# TP=16 时 8 个 KV 头不够分，相邻两个 rank 共用一个：rank `r` 拿 KV 头 `r // 2`，正是它那个 q 头 `r` 要用的头（q 头 `h` 用 KV 头 `h // (16 / 8)`）。词表不能被整除时，每个 rank 仍然存一样多的行，最后一个 rank 补零：`ParallelLMHead` 最后要把各 rank 的 logits all-gather 成一整行，各段一样宽才拼得起来，拼完再切掉补的那几列（第 2 章）。
+# ??? note "深入：KV 头复制、补零行，以及两道关卡"
 #
-# `shard_tensor` 一次只看得到一个张量，它能检查的有限：SmolLM2 有 9 个 q 头，`q_proj` 576 行，TP=2 时 576 能被 2 整除，这里照切不误，却把第 4 个头劈成了两半。拦住它的是建模型时 `LinearQKVMerged` 里的 `div_even(9, 2)`——模型先建好、形状先定下来，加载器交来的每一块都要和它对上，这是两道互相补位的关卡。
+#     TP=16 时 8 个 KV 头不够分，相邻两个 rank 共用一个：rank `r` 拿 KV 头 `r // 2`，正是它那个 q 头 `r` 要用的头（q 头 `h` 用 KV 头 `h // (16 / 8)`）。词表不能被整除时，每个 rank 仍然存一样多的行，最后一个 rank 补零：`ParallelLMHead` 最后要把各 rank 的 logits all-gather 成一整行，各段一样宽才拼得起来，拼完再切掉补的那几列（第 2 章）。
+#
+#     `shard_tensor` 一次只看得到一个张量，它能检查的有限：SmolLM2 有 9 个 q 头，`q_proj` 576 行，TP=2 时 576 能被 2 整除，这里照切不误，却把第 4 个头劈成了两半。拦住它的是建模型时 `LinearQKVMerged` 里的 `div_even(9, 2)`——模型先建好、形状先定下来，加载器交来的每一块都要和它对上，这是两道互相补位的关卡。
 #
 # ### 先切，再拼
 #
-# q/k/v 为什么要先切再拼，看图：
-#
 # ![TP=2、16 个 q 头、8 个 KV 头：先把 q、k、v 各自按头切、再在每个 rank 上拼，每个 rank 拿到 8 个 q 头和它们要用的 4 个 KV 头；先拼成 qkv 再切两半，rank 0 拿到全部 q 头、rank 1 拿到全部 k 和 v，按 [8 q | 4 k | 4 v] 拆开时头全错位，而形状完全相同](../assets/ch03_shard_merge.svg)
 #
-# `AttentionLayer` 拿到本地的 qkv 输出后，按 `[本地 q 头数 | 本地 KV 头数 | 本地 KV 头数]` 三段拆开（第 2 章）。先切再拼，每个 rank 的三段正好是“自己的 8 个 q 头、它们要用的 4 个 k 头和 4 个 v 头”。先拼再切，rank 0 拿到的是 16 个 q 头，它把其中 8～11 号当成 k、12～15 号当成 v；rank 1 拿到的全是 k 和 v，却把 k 当成 q。两种切法每个 rank 都是 `(8 + 4 + 4) × head_dim` 行，形状一模一样，`load_state_dict` 的检查全部通过。实测一下：两个模拟的 rank（第 2 章 main 里那个在线程之间交换张量的通信插件），一组按加载器的做法加载，另一组把 qkv 换成“先拼再切”：
+# 先拼再切，rank 0 拿到 16 个 q 头，却把其中 8 个当成 k 和 v；形状一模一样，`load_state_dict` 全部通过。用两个模拟的 rank 实测，一组按加载器的做法，一组把 qkv 换成先拼再切：
 
 # %%
 from examples.ch02_layers import ThreadComm
@@ -488,9 +531,9 @@ def build_rank(rank, merge_then_split):
     try:
         with torch.device("meta"):
             m = create_model(model_config)
+        w = dict(load_weight(path, model_config))  # 同样按登记的 rank 切
     finally:
         set_tp_info(0, 1)
-    w = dict(load_weight(path, model_config, tp_info=DistributedInfo(rank, TP)))
     if merge_then_split:
         for i in range(model_config.num_layers):
             p = f"model.layers.{i}.self_attn."
@@ -527,11 +570,11 @@ for label, merge_then_split in (("先切、再拼", False), ("先拼、再切", 
     assert (err < 1e-4) if not merge_then_split else (err > 1 and not any(same))
 
 # %% [markdown]
-# 先拼再切：加载不报错，前向不报错，logits 与 HF 差出几十，下一个 token 全错。这种错只能靠和参照实现对答案才抓得住，这也是本章每个测试都拿 HF 当参照的原因。gate/up 是同一个道理（第 2 章演示过）。
+# 先拼再切：加载不报错，前向不报错，logits 与 HF 差出几十，下一个 token 全错。这种错只有和参照实现对答案才抓得住。
 #
 # ### 缓冲区：凑齐一组才交出去
 #
-# safetensors 里的键按名字排序，同一层的 q、k、v 不挨着：`k_norm`、`k_proj`、`o_proj`、`q_norm`、`q_proj`、`v_proj`。加载器不能等整个文件读完再合并——那就又把整个模型攒在内存里了——于是用一个小缓冲区 `pending`：键是合并后的名字，值是“已到的几块分片（按在组里的序号存）”；一组凑齐，立刻按序号拼好交出，并从缓冲区里删掉。下面包一层 `safe_open`，记下每读一个张量之后交出了什么、缓冲里还压着几块（看的是生成器自己的局部变量 `pending`）：
+# safetensors 里的键按名字排序，同一层的 q、k、v 不挨着。加载器用一个小缓冲 `pending` 攒切好的分片，一组凑齐就拼好交出。包一层 `safe_open`，记下每读一个张量后交出了什么、缓冲里还压着几块：
 
 # %%
 import minisgl.models.weight as weight_module
@@ -585,9 +628,7 @@ print(f"整个文件：读 {len(trace)} 个张量，交出 {n_out} 个，缓冲�
 assert most == 2 and trace[-1][2] == 0
 
 # %% [markdown]
-# 按这个顺序，缓冲里最多压着 2 块（`k_proj` 和 `q_proj` 的分片，等 `v_proj`），而且是**切过以后**的分片。换一种存法——比如一个检查点分成几个文件，某层的 q 在第一个文件末尾、k 和 v 在第二个文件开头——需要缓冲的块数会变，规则不变：凑不齐的才缓冲，凑齐的马上交出；`pending` 定义在文件循环之外，跨文件也能凑。
-#
-# 文件读完缓冲还不空，说明有一组永远凑不齐了——检查点缺了张量，或者名字不是我们以为的那样。这时报错，并说出是哪几组。造一个缺了 `v_proj` 的小文件试试：
+# 缓冲里最多 2 块，而且是切过的分片。文件读完缓冲还不空，说明检查点缺了张量，这时报错并说出是哪几组：
 
 # %%
 import shutil
@@ -612,11 +653,15 @@ assert "model.layers.0.mlp.gate_up_proj.weight" in got
 assert "model.layers.0.self_attn.qkv_proj.weight" not in got
 
 # %% [markdown]
-# 不在中途报错，是因为中途无从知道：缺的那一块也许在后面的文件里。报错的时机在读完最后一个文件之后、生成器结束之前，消费者（`dict(load_weight(...))`）还没来得及把半套权重装进模型。
+# ??? note "深入：跨文件的组和报错时机"
+#
+#     按这个顺序，缓冲里最多压着 2 块（`k_proj` 和 `q_proj` 的分片，等 `v_proj`），而且是**切过以后**的分片。换一种存法——比如一个检查点分成几个文件，某层的 q 在第一个文件末尾、k 和 v 在第二个文件开头——需要缓冲的块数会变，规则不变：凑不齐的才缓冲，凑齐的马上交出；`pending` 定义在文件循环之外，跨文件也能凑。
+#
+#     不在中途报错，是因为中途无从知道：缺的那一块也许在后面的文件里。报错的时机在读完最后一个文件之后、生成器结束之前，消费者（`dict(load_weight(...))`）还没来得及把半套权重装进模型。
 #
 # ### 峰值内存：一次一个完整张量
 #
-# 流式的意义在内存。设想另一种写法：先把文件里的张量全部读出来（比如直接读到 GPU 上）放进一个字典，再切、再合并。每个 rank 都要先拿着整个模型，TP=8 时 8 张卡各拿一份——张量并行本来是因为模型大、一张卡放不下才用的，加载却要求每张卡都先装下整个模型。流式加载时，一个 rank 在任一时刻手里除了自己的分片（反正要留下），只多一个正在处理的完整张量，外加缓冲里那一两块分片。拿 Qwen3-0.6B（bf16）和 Llama-3.1-70B 的尺寸算一算（70B 的几个数是它公开的配置；这里只算形状，不下载任何东西）：
+# 流式加载时，一个 rank 在任一时刻只比自己的分片多一个正在处理的完整张量。拿 Qwen3-0.6B 和 Llama-3.1-70B 的尺寸比一比“先全读再切”：
 
 # %%
 from examples.ch03_models import rank_shapes
@@ -663,13 +708,15 @@ for label, cfg, (unit, scale, digits) in (("Qwen3-0.6B", q06, ("MiB", 2**20, 0))
 Markdown("\n".join(rows))
 
 # %% [markdown]
-# 对 70B 的模型，“先全读再切”要求每个 rank 先装下 131 GiB——一张 80 GB 的卡根本放不下；流式加载时每个 rank 只比自己那份 16 GiB 多出一个 2 GiB 的嵌入矩阵，而且这个余量与 TP 数无关（最大的那个张量总得完整地读一次）。上游 mini-sglang 真的在这里摔过跤，见本章的“与官方的差异”。
+# 70B 的模型先全读要 131 GiB，一张 80 GB 的卡放不下；流式加载只多一个 2 GiB 的嵌入矩阵，与 TP 数无关。
 #
-# 这张表说的是**上界**。safetensors 在 CPU 上读出的张量其实是文件的内存映射：`get_tensor` 本身不拷贝，切分时碰到哪些页才读进哪些页。按行切（q、k、v、gate、up、词表）只读本 rank 那几行所在的页；按列切（o_proj、down_proj）每一行都要取一段，整个张量的页都会被读到。这些页是操作系统的页缓存，同一台机器上读同一个文件的几个 rank 共用，内存紧张时可以回收；真正属于进程自己的，只有拷出来的分片。反过来，要是读法会把整个张量拷出来（比如直接读到 GPU 上，或者旧版本的库），上表的“一个完整张量”就是实打实的。这也是 `shard_tensor` 一定要把切片拷成独立内存的原因：只交出一个视图，完整张量（或者整段映射）就被它一直拽着，放不掉。
+# ??? note "深入：内存映射、上界，以及为什么分片要拷贝"
+#
+#     这张表说的是**上界**。safetensors 在 CPU 上读出的张量其实是文件的内存映射：`get_tensor` 本身不拷贝，切分时碰到哪些页才读进哪些页。按行切（q、k、v、gate、up、词表）只读本 rank 那几行所在的页；按列切（o_proj、down_proj）每一行都要取一段，整个张量的页都会被读到。这些页是操作系统的页缓存，同一台机器上读同一个文件的几个 rank 共用，内存紧张时可以回收；真正属于进程自己的，只有拷出来的分片。反过来，要是读法会把整个张量拷出来（比如直接读到 GPU 上，或者旧版本的库），上表的“一个完整张量”就是实打实的。这也是 `shard_tensor` 一定要把切片拷成独立内存的原因：只交出一个视图，完整张量（或者整段映射）就被它一直拽着，放不掉。
 #
 # ## Qwen3-0.6B：每个 rank 存什么
 #
-# 把上面的规则用到整个 Qwen3-0.6B 上：在 meta 设备上按 TP=1、2、16 各建一次（rank 0 的视角），读出全部权重的形状。这张表由 main 里的 `qwen3_shape_table` 从提交在仓库里的 `config.json` 现算出来，解码层只列第 0 层（其余 27 层一样）：
+# 把规则用到整个 Qwen3-0.6B：在 meta 上按 TP=1、2、16 各建一次（rank 0 的视角），表格由 main 的 `qwen3_shape_table` 现算：
 
 # %%
 from examples.ch03_models import qwen3_shape_table
@@ -677,13 +724,15 @@ from examples.ch03_models import qwen3_shape_table
 Markdown(qwen3_shape_table())
 
 # %% [markdown]
-# 逐行看：
+# ??? note "深入：逐行读这张表"
 #
-# - `qkv_proj` 是 `(16 + 8 + 8) × 128 = 4096` 行；TP=2 时每个 rank `(8 + 4 + 4) × 128 = 2048` 行；TP=16 时 `(1 + 1 + 1) × 128 = 384` 行——8 个 KV 头不够 16 个 rank 分，每个 rank 放一个（复制）。
-# - `gate_up_proj` 是 gate 和 up 各 3072 行拼起来，每个 rank 各取自己那一段再拼：TP=16 时 `192 + 192 = 384` 行。`o_proj`、`down_proj` 切的是第二维。
-# - 词表 151936 正好能被 16 整除，每个 rank 9496 行，不用补零；所有归一化权重每个 rank 一份完整的。`lm_head` 不在表里：它借用 `embed_tokens`。
+#     - `qkv_proj` 是 `(16 + 8 + 8) × 128 = 4096` 行；TP=2 时每个 rank `(8 + 4 + 4) × 128 = 2048` 行；TP=16 时 `(1 + 1 + 1) × 128 = 384` 行——8 个 KV 头不够 16 个 rank 分，每个 rank 放一个（复制）。
+#     - `gate_up_proj` 是 gate 和 up 各 3072 行拼起来，每个 rank 各取自己那一段再拼：TP=16 时 `192 + 192 = 384` 行。`o_proj`、`down_proj` 切的是第二维。
+#     - 词表 151936 正好能被 16 整除，每个 rank 9496 行，不用补零；所有归一化权重每个 rank 一份完整的。`lm_head` 不在表里：它借用 `embed_tokens`。
 #
-# 最后两行是参数量。TP=2 时每个 rank 298.1 M，乘 2 比完整模型只多了一份归一化权重（每个 rank 各存一份）。TP=16 时每个 rank 41.0 M，乘 16 却比完整模型多出 59.7 M，多在两处：
+#     最后两行是参数量。TP=2 时每个 rank 298.1 M，乘 2 比完整模型只多了一份归一化权重（每个 rank 各存一份）。TP=16 时每个 rank 41.0 M，乘 16 却比完整模型多出 59.7 M，多在两处：
+#
+# TP=16 时每个 rank 的参数乘 16，比完整模型多出的部分可以精确拆开：
 
 # %%
 from examples.ch03_models import TP_SIZES
@@ -708,19 +757,23 @@ print(f"  多存 15 份的归一化权重：15 × {norms} = {15 * norms / M:.1f}
 assert extra == kv_copies + 15 * norms
 
 # %% [markdown]
-# 复制 KV 头的代价几乎全在这里：为了让注意力不通信，每个 KV 头在两个 rank 上各存一份 `k_proj`、`v_proj` 的行（KV 池里也各存一份，第 4 章）。按理想的均分每个 rank 是 596.0 / 16 ≈ 37.3 M，实际 41.0 M，多了一成。这也是 TP 不宜超过 KV 头数太多的原因之一。
+# ??? note "深入：KV 头复制的代价"
+#
+#     复制 KV 头的代价几乎全在这里：为了让注意力不通信，每个 KV 头在两个 rank 上各存一份 `k_proj`、`v_proj` 的行。按理想的均分每个 rank 是 596.0 / 16 ≈ 37.3 M，实际 41.0 M，多了一成。这也是 TP 不宜超过 KV 头数太多的原因之一。
 #
 # ## 和 Hugging Face 对答案：float32、最后一个 token
 #
-# 本章的 main 和测试都拿 transformers 当参照：同一批提示，比每个请求最后一个 token 的 logits，容差 1e-4。为什么只比最后一个 token？因为我们的模型只算它。`ParallelLMHead` 在 prefill 时先挑出每个请求的最后一个位置，再乘词表矩阵：
+# LM head 在 prefill 时只为每个请求的最后一个位置算 logits，所以只比最后一个 token：
 
 # %% tags=["remove-input"]
 listing("minisgl/layers/embedding.py", "ParallelLMHead.forward")
 
 # %% [markdown]
-# 3 个提示拼成 25 个 token 的一批，输出是 `[3, 49152]`，不是 `[25, 49152]`：采样只用最后一个位置，其余位置的 logits 算出来也是白算（对 Qwen3-0.6B，一个 2048 token 的提示全算要 1.2 GB 的 float32 logits）。`hf_logits` 给的是每个位置的 logits，我们取它的最后一行 `[-1]` 来比。中间位置算得对不对，由上面逐层隐状态的比较、以及“贪心生成逐 token 相同”来保证。
+# ??? note "深入：中间位置由什么保证"
 #
-# 为什么在 float32 下比？因为我们和 HF 做的是同样的数学、不同的运算顺序：q/k/v 一次矩阵乘算完而 HF 分三次，注意力走的是我们自己的后端，矩阵乘在不同形状下分块的方式也不同。浮点加法不满足结合律，顺序一变，最后几位就变。float32 有 24 位有效位，30 层下来 logits（量级 20～30）只差 1e-5 量级；bf16 只有 8 位，同样的顺序差异会放大到 0.1 量级。在 tiny Qwen3 上把两种精度都跑一遍（bf16 那份也和 HF 的 bf16 比一比）：
+#     3 个提示拼成 25 个 token 的一批，输出是 `[3, 49152]`，不是 `[25, 49152]`：采样只用最后一个位置，其余位置的 logits 算出来也是白算（对 Qwen3-0.6B，一个 2048 token 的提示全算要 1.2 GB 的 float32 logits）。`hf_logits` 给的是每个位置的 logits，我们取它的最后一行 `[-1]` 来比。中间位置算得对不对，由上面逐层隐状态的比较、以及“贪心生成逐 token 相同”来保证。
+#
+# 为什么在 float32 下比？我们和 HF 做同样的数学、不同的运算顺序。在 tiny Qwen3 上两种精度各跑一遍：
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -752,72 +805,91 @@ for i, text in enumerate(texts):
     assert e32 < 1e-4 and e16 > 1e-2 and e16hf > 1e-2
 
 # %% [markdown]
-# 这个单元的数字随 CPU 而变（bf16 的矩阵乘内核因指令集而异），所以不参与输出比对，但断言照样执行：float32 下与 HF 相差 1e-5 量级；bf16 下与 HF 的 float32 差零点几，与 HF 自己的 bf16 也差零点几——两边都没错，只是舍入不同。在我们写书的机器上，第一个提示在 bf16 下连 argmax 都和 HF 不同（tiny Qwen3 的权重是随机的，logits 比较平，前两名常常挨得很近）。拿 bf16 对答案，就分不清一个 0.3 的误差是 bug 还是舍入；float32 下容差 1e-4 比舍入误差大约一个数量级，又比任何真 bug（头放错、少加一次残差、RoPE 位置不对）造成的误差小好几个数量级——真 bug 动辄差出 1 到几十，前面“先拼再切”差了三十多。生产环境当然用 bf16 跑；正确性在 float32 下验证，bf16 只是换了精度、没换代码。
+# float32 下差 1e-5 量级，bf16 下两边各自舍入，差零点几，分不出是 bug 还是舍入。容差 1e-4 远小于真 bug 的误差。开头那个读错的 `rope_theta` 就是真 bug：把 tiny Qwen3 的 1e6 换成 1e4 再比一次：
+
+# %%
+import dataclasses
+
+from minisgl.models import create_model, load_weight
+
+wrong_config = dataclasses.replace(model_config, rope_theta=1e4)  # 只读顶层、缺省 10000 会读成这样
+with torch.device("meta"):
+    wrong = create_model(wrong_config)
+wrong.load_state_dict(dict(load_weight(path, wrong_config)))
+for text, ids, ref in zip(texts, prompts3, ref32):
+    ours = prefill(model, ctx, [ids])[0]
+    bad = prefill(wrong, ctx, [ids])[0]
+    print(f"{len(ids):>2} 个 token：rope_theta=1e6 差 {(ours - ref).abs().max().item():.0e}，"
+          f"1e4 差 {(bad - ref).abs().max().item():.2f}")
+    assert (ours - ref).abs().max() < 1e-4 < (bad - ref).abs().max()
+
+# %% [markdown]
+# ??? note "深入：bf16 与 float32 的舍入"
+#
+#     这个单元的数字随 CPU 而变（bf16 的矩阵乘内核因指令集而异），所以不参与输出比对，但断言照样执行：float32 下与 HF 相差 1e-5 量级；bf16 下与 HF 的 float32 差零点几，与 HF 自己的 bf16 也差零点几——两边都没错，只是舍入不同。在我们写书的机器上，第一个提示在 bf16 下连 argmax 都和 HF 不同（tiny Qwen3 的权重是随机的，logits 比较平，前两名常常挨得很近）。拿 bf16 对答案，就分不清一个 0.3 的误差是 bug 还是舍入；float32 下容差 1e-4 比舍入误差大约一个数量级，又比任何真 bug（头放错、少加一次残差、RoPE 位置不对）造成的误差小好几个数量级——真 bug 动辄差出 1 到几十，前面“先拼再切”差了三十多。生产环境当然用 bf16 跑；正确性在 float32 下验证，bf16 只是换了精度、没换代码。
 #
 # ## 运行
 #
-# 把本章的 main 跑一遍（输出就是在本章的树里真实跑出来的）：
+# 把本章的 main 跑一遍：
 
 # %%
 run("python examples/ch03_models.py")
 
 # %% [markdown]
-# 值得注意的地方：
+# 值得注意：
 #
-# - **第一节**：三份配置读成同样的字段。三个模型都共享嵌入；SmolLM2 的 `head_dim = 64` 正好等于 `576 / 9`，两个 Qwen3 都不等（tiny Qwen3 是 `16 × 32 = 512 ≠ 256`）。`rope_theta` 三个都成了 float。
-# - **第二节**：整张形状表是在 meta 设备上建了三次 Qwen3-0.6B 读出来的，没有分配任何权重内存；每个 rank 的 bf16 占用从 1137 MiB 降到 568 MiB、78 MiB。
-# - **第三节**：SmolLM2 的文件里是 30 层 × 9 + 2 = 272 个张量（Llama 没有 `q_norm`、`k_norm`），`load_weight` 交出 182 个（30 层 × 6 + 2），其中 60 个是合并出来的；交出的名字集合正好等于模型 `state_dict` 的键。3 个提示长度 5、11、9，拼成 25 个 token，logits 形状 `[3, 49152]`。
-# - **第四节**：没有 KV 缓存，第 k 步要把“提示 + 已生成的 k−1 个 token”整个重算一遍：生成 n 个 token 要算 `n·L + n(n−1)/2` 个位置，随长度平方增长。第 4、5 章的 KV 缓存让每步只算 1 个新 token。tiny Qwen3 的权重是随机的，生成的 token 没有语义，要比的只是“一样”。
+# - 第一节三份配置读成同样的字段，`rope_theta` 都是 float；SmolLM2 的 `head_dim = 64` 恰好等于 `576 / 9`，两个 Qwen3 都不等。
+# - 第二节整张形状表在 meta 上建出，每个 rank 的 bf16 占用从 1137 MiB 降到 568 MiB、78 MiB。
+# - 第三节 SmolLM2 的 `load_weight` 交出 182 个张量，其中 60 个是合并出来的，正好是模型 `state_dict` 的全部键。
+# - 第四节没有 KV 缓存，每一步把整个前缀重算一遍，与 HF 的贪心结果逐 token 相同。
 
 # %% [markdown]
 # ## 与官方的差异
 #
-# 模型的组织方式（`ModelConfig` → 注册表 → 用 `GatedMLP`、`RopeAttn` 搭的模型类 → 在 meta 上建模型 → 流式加载、先切后拼 → 按名字赋值）与上游 mini-sglang 一致，参数名也一致。差别在于：
+# - 我们直接解析 `config.json`、两种 RoPE 写法都认、缩放和非 SiLU 一律拒绝，上游用 `AutoConfig` 读出对象、把 `rope_scaling` 传给 RoPE 层（`models/config.py` · `ModelConfig.from_hf`），因为引擎不依赖 transformers，也没实现缩放。
+# - 我们让 Qwen3 继承 Llama、只改三个类属性，上游 `llama.py`、`qwen3.py` 各写一整份（`models/qwen3.py` · `Qwen3ForCausalLM`），因为差别只有 q/k 归一化。
+# - 我们的词表分片补零行、各 rank 一样高，上游按 `[start, min(end, vocab))` 截取不补零（`models/weight.py` · `_shard_tensor`），因为词表除不尽时形状要和层对得上。
+# - 我们在文件读完时对凑不齐的组抛 `ValueError`，上游用 `assert not merge_buf`（`models/weight.py` · `load_weight`），因为 `python -O` 下 assert 会消失，而这是检查点的问题，不是内部不变量。
 #
-# - **配置从哪里来。** 上游的 `ModelConfig.from_hf` 吃的是 transformers 的 `PretrainedConfig`（`utils/hf.py` 的 `cached_load_hf_config` 用 `AutoConfig` 读），RoPE 的参数放在嵌套的 `RotaryConfig(head_dim, rotary_dim, max_position, base, scaling)` 里，`rope_scaling` 原样传下去由 RoPE 层处理；还读 `hidden_act`、`model_type`，以及 MoE 的 `num_experts`、`num_experts_per_tok`、`moe_intermediate_size`、`norm_topk_prob`，多模态包装的配置会先取 `text_config`。缺省值的处理（`head_dim`、`num_key_value_heads` 用 `getattr` 带缺省）与我们相同。我们直接解析 JSON，引擎本身不依赖 transformers；不支持的 `rope_scaling` 直接报错。
-# - **注册表。** 上游 `register.py` 的 `_MODEL_REGISTRY` 把架构名映射到（模块路径, 类名），`get_model_class` 用 `importlib` 按需导入，只有用到的模型文件才会被 import；`models/__init__.py` 的 `create_model(model_config)` 取 `architectures[0]`。支持的架构更多：Llama、Qwen2、Qwen3、Qwen3-MoE、Mistral（含 `Mistral3ForConditionalGeneration`）、Llama 4。更早的版本是按模型路径里的子串（`"llama"`、`"qwen3"`、`"mistral"`）选类的。
-# - **模型文件。** 上游的 `llama.py`、`qwen3.py` 是两份各自完整的文件，各写一遍 `DecoderLayer`、`Model`、`ForCausalLM`，区别在给 `RopeAttn` 传 `has_qk_norm=True`；我们让 Qwen3 继承 Llama、只改三个类属性。上游 `RopeAttn` 的 bias 开关只管 qkv（`has_attn_bias`），`o_proj` 固定没有 bias，`GatedMLP` 按 `hidden_act` 在 `silu_and_mul` 和 `gelu_and_mul` 之间选；我们按 HF 的 `attention_bias` 同时管 q/k/v/o，激活固定是 SiLU。上游各层的 `forward` 还套着 `nvtx_annotate`，方便在 Nsight 里看时间线。
-# - **装权重。** 上游 `layers/base.py` 的 `BaseOP.load_state_dict` 边走边从字典里 `pop` 键、用 `assert` 核对形状和 dtype，最后字典里有剩余的键就抛 `RuntimeError`；中途某个形状不对时，前面的层已经换上了新权重。我们先把名字、形状、dtype 全部核对完再一次性赋值，报错用 `ValueError` 并列出是哪些键。上游 `Engine.__init__` 在 `with torch.device("meta"), torch_dtype(config.dtype)` 里建模型（之前先 `set_rope_device`，让 RoPE 表建在 GPU 上），再由 `_load_weight_state_dict` 把 `load_weight` 交来的张量 `.to(self.dtype)` 收进字典、交给 `load_state_dict`；它还支持 `use_dummy_weight`（随机权重，压测用）。我们的 `load_weight` 自己做 dtype 和设备的转换。
-# - **切分的规则。** 上游 `weight.py` 的 `_shard_tensor` 按子串判断（`_SPLIT_DIM_0`、`_SPLIT_DIM_1` 两个列表里的 `".q_proj"`、`".o_proj"`……，词表看 `"lm_head"`、`"embed_tokens"`），我们按整段模块名。词表那段上游按 `[start, min(end, vocab))` 截取、不补零，而 `VocabParallelEmbedding` 按 `div_ceil(vocab, tp)` 分配：词表不能被 TP 数整除时，最后一个 rank 的形状会对不上；我们补零行，各 rank 一样高。KV 头少于 rank 数时的复制是上游 PR #101 加进来的（起因是 Qwen3-30B-A3B 只有 4 个 KV 头，TP=8 时 `div_even` 断言失败），规则与我们相同：rank `r` 取第 `r * num_kv_heads // size` 个头。
-# - **合并与报错。** 上游用 `_MERGE_GROUPS` / `_SLOT_NAMES` 描述哪几个投影合成一组，`_get_merge_info` 算出合并后的名字，`merge_buf` 就是我们的 `pending`；文件读完时用 `assert not merge_buf` 检查（`python -O` 下会消失），我们抛 `ValueError`。较新的版本还处理 MoE 的专家权重（按专家号凑齐后 `torch.stack`，专家并行时跳过不归本 rank 的专家），留到第 20 章。
-# - **加载器的演变。** 上游最早的 `load_weight` 先把所有张量读进一个字典，再 `_shard_state_dict`、再 `_merge_state_dict`（也是先切后拼，但不是流式）。PR #83 改成在 `safe_open` 里直接读到 GPU，加载从 90 秒降到 14 秒；PR #93 发现 TP 下每个 rank 都先把没切的整个模型读上 GPU、显存不够，于是改成一个张量一个张量地读、切、交出——正是本章的流式写法；PR #101 加了 KV 头复制，并把读取改回直接读到设备上。被关闭的 PR #108 指出 `_shard_tensor` 里的 `.clone()` 在内存映射上引发大量缺页、TP 越大加载反而越慢，提议改成零拷贝的视图、按文件成批搬上 GPU。我们的 `load_weight` 在 CPU 上读、切、拷，再搬到目标设备：不追求加载速度，只保证每个 rank 手里最多一个完整张量。
+# ??? note "深入：与上游的更多差别、加载器的演变和对应文件"
 #
-# ### 官方实现
+#     - **配置从哪里来。** 上游的 `ModelConfig.from_hf` 吃的是 transformers 的 `PretrainedConfig`（`utils/hf.py` 的 `cached_load_hf_config` 用 `AutoConfig` 读），RoPE 的参数放在嵌套的 `RotaryConfig(head_dim, rotary_dim, max_position, base, scaling)` 里，`rope_scaling` 原样传下去由 RoPE 层处理；还读 `hidden_act`、`model_type`，以及 MoE 的 `num_experts`、`num_experts_per_tok`、`moe_intermediate_size`、`norm_topk_prob`，多模态包装的配置会先取 `text_config`。缺省值的处理（`head_dim`、`num_key_value_heads` 用 `getattr` 带缺省）与我们相同。我们直接解析 JSON，引擎本身不依赖 transformers；不支持的 `rope_scaling` 直接报错。
+#     - **注册表。** 上游 `register.py` 的 `_MODEL_REGISTRY` 把架构名映射到（模块路径, 类名），`get_model_class` 用 `importlib` 按需导入，只有用到的模型文件才会被 import；`models/__init__.py` 的 `create_model(model_config)` 取 `architectures[0]`。支持的架构更多：Llama、Qwen2、Qwen3、Qwen3-MoE、Mistral（含 `Mistral3ForConditionalGeneration`）、Llama 4。更早的版本是按模型路径里的子串（`"llama"`、`"qwen3"`、`"mistral"`）选类的。
+#     - **模型文件。** 上游的 `llama.py`、`qwen3.py` 是两份各自完整的文件，各写一遍 `DecoderLayer`、`Model`、`ForCausalLM`，区别在给 `RopeAttn` 传 `has_qk_norm=True`；我们让 Qwen3 继承 Llama、只改三个类属性。上游 `RopeAttn` 的 bias 开关只管 qkv（`has_attn_bias`），`o_proj` 固定没有 bias，`GatedMLP` 按 `hidden_act` 在 `silu_and_mul` 和 `gelu_and_mul` 之间选；我们按 HF 的 `attention_bias` 同时管 q/k/v/o，激活固定是 SiLU。上游各层的 `forward` 还套着 `nvtx_annotate`，方便在 Nsight 里看时间线。
+#     - **装权重。** 上游 `layers/base.py` 的 `BaseOP.load_state_dict` 边走边从字典里 `pop` 键、用 `assert` 核对形状和 dtype，最后字典里有剩余的键就抛 `RuntimeError`；中途某个形状不对时，前面的层已经换上了新权重。我们先把名字、形状、dtype 全部核对完再一次性赋值，报错用 `ValueError` 并列出是哪些键。上游 `Engine.__init__` 在 `with torch.device("meta"), torch_dtype(config.dtype)` 里建模型（之前先 `set_rope_device`，让 RoPE 表建在 GPU 上），再由 `_load_weight_state_dict` 把 `load_weight` 交来的张量 `.to(self.dtype)` 收进字典、交给 `load_state_dict`；它还支持 `use_dummy_weight`（随机权重，压测用）。我们的 `load_weight` 自己做 dtype 和设备的转换。
+#     - **切分的规则。** 上游 `weight.py` 的 `_shard_tensor` 按子串判断（`_SPLIT_DIM_0`、`_SPLIT_DIM_1` 两个列表里的 `".q_proj"`、`".o_proj"`……，词表看 `"lm_head"`、`"embed_tokens"`），我们按整段模块名。词表那段上游按 `[start, min(end, vocab))` 截取、不补零，而 `VocabParallelEmbedding` 按 `div_ceil(vocab, tp)` 分配：词表不能被 TP 数整除时，最后一个 rank 的形状会对不上；我们补零行，各 rank 一样高。KV 头少于 rank 数时的复制是上游 PR #101 加进来的（起因是 Qwen3-30B-A3B 只有 4 个 KV 头，TP=8 时 `div_even` 断言失败），规则与我们相同：rank `r` 取第 `r * num_kv_heads // size` 个头。
+#     - **合并与报错。** 上游用 `_MERGE_GROUPS` / `_SLOT_NAMES` 描述哪几个投影合成一组，`_get_merge_info` 算出合并后的名字，`merge_buf` 就是我们的 `pending`；文件读完时用 `assert not merge_buf` 检查（`python -O` 下会消失），我们抛 `ValueError`。较新的版本还处理 MoE 的专家权重（按专家号凑齐后 `torch.stack`，专家并行时跳过不归本 rank 的专家），留到第 20 章。
+#     - **加载器的演变。** 上游最早的 `load_weight` 先把所有张量读进一个字典，再 `_shard_state_dict`、再 `_merge_state_dict`（也是先切后拼，但不是流式）。PR #83 改成在 `safe_open` 里直接读到 GPU，加载从 90 秒降到 14 秒；PR #93 发现 TP 下每个 rank 都先把没切的整个模型读上 GPU、显存不够，于是改成一个张量一个张量地读、切、交出——正是本章的流式写法；PR #101 加了 KV 头复制，并把读取改回直接读到设备上。被关闭的 PR #108 指出 `_shard_tensor` 里的 `.clone()` 在内存映射上引发大量缺页、TP 越大加载反而越慢，提议改成零拷贝的视图、按文件成批搬上 GPU。我们的 `load_weight` 在 CPU 上读、切、拷，再搬到目标设备：不追求加载速度，只保证每个 rank 手里最多一个完整张量。
 #
-# 上游仓库 `sgl-project/mini-sglang`：
+#     上游仓库 `sgl-project/mini-sglang` 里对应的文件：
 #
-# - 配置：`python/minisgl/models/config.py` · `ModelConfig.from_hf`、`RotaryConfig`；`python/minisgl/utils/hf.py` · `cached_load_hf_config`、`download_hf_weight`
-# - 注册表：`python/minisgl/models/register.py` · `_MODEL_REGISTRY`、`get_model_class`；`python/minisgl/models/__init__.py` · `create_model`
-# - 积木：`python/minisgl/models/utils.py` · `GatedMLP`、`RopeAttn`（`MoEMLP` 是第 20 章的事）
-# - 模型：`python/minisgl/models/llama.py`、`python/minisgl/models/qwen3.py` · `*DecoderLayer`、`*Model`、`*ForCausalLM`
-# - 加载：`python/minisgl/models/weight.py` · `load_weight`、`_shard_tensor`、`_get_merge_info`
-# - 赋值：`python/minisgl/layers/base.py` · `BaseOP.load_state_dict`
-# - 谁在用：`python/minisgl/engine/engine.py` · `Engine.__init__`（meta 上建模型、`load_state_dict`）、`Engine._load_weight_state_dict`
+#     - 配置：`python/minisgl/models/config.py` · `ModelConfig.from_hf`、`RotaryConfig`；`python/minisgl/utils/hf.py` · `cached_load_hf_config`、`download_hf_weight`
+#     - 注册表：`python/minisgl/models/register.py` · `_MODEL_REGISTRY`、`get_model_class`；`python/minisgl/models/__init__.py` · `create_model`
+#     - 积木：`python/minisgl/models/utils.py` · `GatedMLP`、`RopeAttn`（`MoEMLP` 是第 20 章的事）
+#     - 模型：`python/minisgl/models/llama.py`、`python/minisgl/models/qwen3.py` · `*DecoderLayer`、`*Model`、`*ForCausalLM`
+#     - 加载：`python/minisgl/models/weight.py` · `load_weight`、`_shard_tensor`、`_get_merge_info`
+#     - 赋值：`python/minisgl/layers/base.py` · `BaseOP.load_state_dict`
+#     - 谁在用：`python/minisgl/engine/engine.py` · `Engine.__init__`（meta 上建模型、`load_state_dict`）、`Engine._load_weight_state_dict`
 
 # %% [markdown]
 # ## 测试
 #
-# 本章的测试在 `tests/test_ch03_models.py`，用 tiny Qwen3、SmolLM2 和测试里现造的小模型，几秒跑完。挑三个最能说明问题的看。
-#
-# 第一个把“先切后拼”钉死：在 TP = 1、2、4、16 下，加载器交出的 `qkv_proj` 必须等于“q 的第 r 段 + 本 rank 要用的 KV 头 + 同样的 v 头”，`gate_up_proj` 等于“gate 的第 r 段 + up 的第 r 段”，期望值直接从完整张量上切出来：
+# `tests/test_ch03_models.py` 用 tiny Qwen3、SmolLM2 和测试里现造的小模型。第一个检查 `ModelConfig` 读的是装着的 transformers 真写出来的配置：建 `LlamaConfig`、`Qwen3Config`，`save_pretrained`，再读回来：
+
+# %% tags=["remove-input"]
+listing("tests/test_ch03_models.py", "test_config_reads_rope_theta_where_transformers_writes_it")
+
+# %% [markdown]
+# 第二个检查先切后拼：每个 rank 的 `qkv_proj`、`gate_up_proj` 等于直接从完整权重里按头取出的那几段：
 
 # %% tags=["remove-input"]
 listing("tests/test_ch03_models.py", "test_merging_after_sharding_equals_slicing_the_merged_weight")
 
 # %% [markdown]
-# 第二个把整条路径串起来：每个 rank 一个线程、各自只有自己那份权重，TP=2 和 TP=16（8 个 KV 头复制到 16 个 rank 上）下整个模型的前向与 HF 的 logits 一致。切分、合并、复制、词表并行、两种集合通信，错一处这里就过不去：
+# 第三个把整条路径串起来：每个 rank 一个线程，TP=2 和 TP=16 下整个模型的前向与 HF 的 logits 一致：
 
 # %% tags=["remove-input"]
 listing("tests/test_ch03_models.py", "test_simulated_tensor_parallel_matches_hf")
-
-# %% [markdown]
-# 第三个检查切出来的每一块都有自己的内存：交出去的张量的存储大小必须正好等于它自己的字节数。写这一章时我们发现，按行切出的词表分片原来只是完整嵌入矩阵的视图（按行切的前一半本身就连续，`.contiguous()` 什么也不做），于是改成一律拷贝，并补上了这个测试：
-
-# %% tags=["remove-input"]
-listing("tests/test_ch03_models.py", "test_shards_do_not_keep_the_full_tensor_alive")
-
-# %% [markdown]
-# 其余测试覆盖：配置的缺省值、缺字段和 `rope_scaling` 的报错；注册表的报错信息；`shard_tensor` 的每一条规则（行、列、KV 头含复制、词表补零、不切的、除不尽时报错）；加载器交出的名字和形状正好是模型的 `state_dict`、从 `get_tp_info()` 读 TP 信息、dtype 转换、各 rank 的分片能拼回完整权重；用 transformers 现造的带 bias、不共享嵌入的小 Llama（以及文件里多存了 `lm_head.weight`、带 `rotary_emb` 的导出）；缺了 `v_proj` 时的报错；整个模型一批 prefill、逐个 prefill、贪心生成都与 HF 一致。在本章的树里跑全部：
 
 # %%
 run("python -m pytest -q --color=no tests/test_ch03_models.py")
@@ -825,24 +897,26 @@ run("python -m pytest -q --color=no tests/test_ch03_models.py")
 # %% [markdown]
 # ## 怎么讲清楚
 #
-# 加载一个 HF 模型分三步。第一步读配置：从 `config.json` 挑出层数、头数、`head_dim`、词表、eps、`rope_theta` 等十几个数，统一写法——`head_dim` 不一定等于 `hidden_size / 头数`（Qwen3-0.6B 是 128 而不是 64），KV 头数缺省等于 q 头数，`rope_theta` 统一成浮点，不支持的 `rope_scaling` 直接报错——然后按 `architectures[0]` 从注册表里选模型类。第二步在 meta 设备上建模型：只有形状，不占内存，每个 rank 建层时就按自己的 TP 位置定好本地形状；参数名沿用 HF 的名字，只有 q/k/v 合成 `qkv_proj`、gate/up 合成 `gate_up_proj`；共享嵌入的 LM head 引用嵌入层对象。第三步流式加载：按文件顺序一次读一个张量，按模块名切出本 rank 的一块（列并行切行、行并行切列、KV 头不够时复制、词表补零、归一化不切），q/k/v、gate/up 先进缓冲区、凑齐后按固定顺序拼接——必须先切后拼，先拼再切形状完全一样，却把 q 头当成 k 头；最后 `load_state_dict` 核对名字和形状后直接赋值。这样每个 rank 任一时刻只多拿一个完整张量，最大的是嵌入矩阵，与 TP 数无关。正确性在 float32 下和 HF 比每个请求最后一个 token 的 logits（LM head 只算它），容差 1e-4；bf16 下两边舍入不同，差零点几，分不出 bug。
+# 加载一个 HF 模型分三步：读配置、在 meta 上建模型、流式装权重。配置在入口处读对：`head_dim` 先读配置，`rope_theta` 在顶层和 `rope_parameters` 里都找，引擎没实现的缩放和激活直接报错。加载器一次读一个张量，按模块名切出本 rank 的一块，q/k/v 先切后拼，凑齐才交出。这样每个 rank 任一时刻只多拿一个完整张量，最大是嵌入矩阵，与 TP 数无关。正确性在 float32 下和 HF 比，容差 1e-4；把 `rope_theta` 读成 1e4，误差就大出好几个数量级。
 
 # %% [markdown]
 # ## 练习
 #
-# 1. **加上 Qwen2。** `Qwen2ForCausalLM` 和 Llama 的区别是：q、k、v 三个投影带 bias，`o_proj` 不带；它的 `config.json` 里没有 `attention_bias` 这个字段。要支持它，`ModelConfig`、`utils.py`、模型文件、注册表各要改什么？加载器要改吗？
-# 2. **只读自己那块。** safetensors 的 `safe_open(...).get_slice(key)` 可以只取张量的一部分（`[a:b]`、`[:, a:b]`）。把 `shard_tensor` 的五条规则改写成切片读取，各有什么要注意的？这样做能省下什么——在 safetensors 返回内存映射张量的 CPU 上，还省得下吗？
-# 3. **名字不按常理出牌的检查点。** (a) 一个检查点分成两个文件，第 5 层的 `q_proj` 在第一个文件末尾，`k_proj`、`v_proj` 在第二个文件开头。`load_weight` 还能正确合并吗？缓冲里最多几块？(b) Phi-3 的检查点把 q/k/v 已经合并好，存成 `self_attn.qkv_proj.weight`，gate/up 存成 `mlp.gate_up_proj.weight`。假设它的其余结构和 Llama 一样，用本章的加载器在 TP=1 和 TP=2 下分别会发生什么？怎样让“没有规则的名字”不再悄悄地走“不切”这条路？
+# 1. **加上 Qwen2。** Qwen2 的 q、k、v 带 bias，`o_proj` 不带，`config.json` 里没有 `attention_bias`。`ModelConfig`、`utils.py`、模型文件、注册表各要改什么？加载器要改吗？
+# 2. **跨文件的一组。** 第 5 层的 `q_proj` 在第一个文件末尾，`k_proj`、`v_proj` 在第二个文件开头。`load_weight` 还能正确合并吗？缓冲里最多几块？
+# 3. **支持 llama3 缩放。** 要让 `ModelConfig` 接受 `rope_type = "llama3"`，除了配置，还要改哪里？怎样测试它算对了？
+# 4. **挑战：只读自己那块。** safetensors 的 `get_slice(key)` 可以只取张量的一部分。把 `shard_tensor` 的规则改写成切片读取；在返回内存映射张量的 CPU 上，这样能省下内存吗？
 #
 # ??? success "参考答案"
 #
-#     1. `ModelConfig` 表达不了“qkv 有 bias、o 没有”：加一个字段（比如 `qkv_bias`），或者让模型类自己决定（Qwen2 的 qkv bias 是架构固定的，不看配置）。`RopeAttn` 把 qkv 与 o 的 bias 开关分开。模型文件照 `qwen3.py` 的样子写三个十几行的子类（`has_qk_norm` 仍为 False，多一个“qkv 带 bias”的类属性），注册表加一行 `"Qwen2ForCausalLM"`。加载器不用改：`q_proj.bias`、`k_proj.bias`、`v_proj.bias` 的模块名分别是 `q_proj`、`k_proj`、`v_proj`，按规则切第 0 维（k/v 按 KV 头），合并时组名是 `…qkv_proj.bias`，与 weight 的组互不干扰，拼出来的 `[q 段; k 段; v 段]` 正好对上 `LinearQKVMerged` 本地输出的布局。还要留意头数：Qwen2.5-0.5B 有 14 个 q 头、2 个 KV 头，TP 只能取 1、2、14——7 虽然能整除 14，可 2 个 KV 头复制不到 7 个 rank 上（`div_even(2, 7, allow_replicate=True)` 报错）；TP=14 时每个 KV 头复制 7 份。
-#     2. 行规则：`get_slice(key)[r*n:(r+1)*n]`；KV 头：按头号算出行范围（复制时几个 rank 读同一段）；列规则：`get_slice(key)[:, r*n:(r+1)*n]`；词表：读 `[r*per, min((r+1)*per, V))`，不够的在内存里补零；不切的照常 `get_tensor`。省下的是“完整张量”那一份：读法会把整个张量拷出来时（比如直接读到 GPU、或拷贝式的读取），每个张量少拷 `(size−1)/size`。可在 CPU 上，safetensors 的 `get_tensor` 本来就返回内存映射、不拷贝，按行切再 `clone` 只会碰到本 rank 的页——切片读取几乎省不下内存；按列切时每一行都要取一段，哪种读法都得碰到整个张量的页。想进一步提速，方向是上游被关闭的 PR #108 那样：视图不拷贝、按文件把要用的块攒成一大块、一次搬上 GPU，再在 GPU 上拼。
-#     3. (a) 能。`pending` 在文件循环之外，第一个文件读完时缓冲里留着 `q` 的分片；第二个文件开头读到 `k`、`v`，凑齐后拼好交出。缓冲里最多 2 块（q、k，等 v）。就算那一层的 gate/up 也被拆在两个文件之间，第一个文件读完时压着 q 和 gate 两块；第二个文件按名字排序，`mlp.up_proj` 排在 `self_attn.k_proj` 前面，gate/up 先凑齐，仍然最多 2 块。(b) `qkv_proj`、`gate_up_proj` 不在任何规则里，`shard_tensor` 原样返回；它们也不在 `_MERGED` 里，原名直接交出——而这名字恰好就是我们模型里的名字。TP=1 时一切正常；TP=2 时交出的是完整的 `[(hq+2hkv)·d, hidden]`，与 rank 本地的形状对不上，`load_state_dict` 报错（幸好是报错）。这类合并好的张量要按头拆回 q、k、v 三段、各自切、再拼，不能直接按行切一半（那正是“先拼再切”的错）。更稳妥的写法是让“不切”也成为一条显式规则：只有名字在已知的“不切”集合里（`*norm`、行并行的 bias……）才原样返回，遇到既不认识、又是二维的张量就报错，而不是默认复制。
+#     1. 给配置加一个“qkv 带 bias”的开关（或由模型类固定），`RopeAttn` 把 qkv 与 o 的 bias 分开，照 `qwen3.py` 写三个子类、注册表加一行。加载器不用改：`q_proj.bias` 等按同样的规则切，合并成 `…qkv_proj.bias`。
+#     2. 能：`pending` 在文件循环之外，跨文件也能凑。缓冲里最多 2 块（q、k，等 v）。
+#     3. RoPE 层要按 llama3 的规则改写 `inv_freq`，`ModelConfig` 要把缩放参数带给它。测试照本章的做法：用 transformers 写一个带 llama3 缩放的配置和模型，在长于 `original_max_position_embeddings` 的位置上和 HF 比 logits。
+#     4. 行切用 `[r*n:(r+1)*n]`，列切用 `[:, r*n:(r+1)*n]`，KV 头按头号算行范围，词表读完再补零。CPU 上 `get_tensor` 本来就是内存映射、只碰用到的页，几乎省不下；直接读到 GPU 时才省下完整张量那一份。
 #
 # ### 本章的判题练习
 #
-# 动手写、由评测程序判对错（随机输入，与参考答案逐项比较）；点题目看题面和提示：
+# 动手写、由评测程序判对错（随机输入，与参考答案逐项比较）：
 
 # %% tags=["remove-input"]
 exercises()
@@ -859,11 +933,8 @@ exercises()
 # %% [markdown]
 # ## 小结
 #
-# - `ModelConfig` 只挑引擎要的十几个数，在入口处统一写法：`head_dim` 优先读配置（Qwen3-0.6B 是 128，不是 1024 / 16），KV 头数缺省等于 q 头数，`rope_theta`、eps 统一成浮点，不支持的 `rope_scaling` 报错。
-# - 注册表按 `architectures[0]` 选类；Llama 由 `GatedMLP`、`RopeAttn` 两块积木搭成，Qwen3 只多 `q_norm`、`k_norm`（RoPE 之前、按头），`qwen3.py` 改三个类属性。
-# - 解码层返回 `(MLP 输出, 残差)`，真正的隐状态是两者之和；最后的 `model.norm` 把最后一次残差加回去。
-# - 参数名沿用 HF，只有 q/k/v → `qkv_proj`、gate/up → `gate_up_proj`；共享嵌入的 LM head 引用嵌入层对象，文件里多余的 `lm_head.weight` 跳过。
-# - 模型先在 meta 上建好，`load_state_dict` 核对后直接赋值：不占两份内存，形状不对就报错，但拦不住“形状对、内容错”。
-# - 加载器流式地读、按模块名切、先切后拼、凑齐就交出；每个 rank 任一时刻只多一个完整张量（Qwen3-0.6B 最多 297 MiB，与 TP 数无关），切片拷成独立内存。
-# - TP=16 时 Qwen3-0.6B 多出 59.7 M 参数：58.7 M 是复制的 KV 头，1.0 M 是每个 rank 各存一份的归一化权重。
-# - 正确性在 float32 下与 HF 对比每个请求最后一个 token 的 logits（LM head 只算它），容差 1e-4；bf16 下两边舍入不同，差零点几，不能用来找 bug。
+# - `ModelConfig` 只挑引擎要的十几个数：`head_dim` 先读配置，`rope_theta` 两种写法都认，缩放和非 SiLU 激活在入口处报错。
+# - 注册表按 `architectures[0]` 选类；Qwen3 = Llama + 按头的 q/k 归一化。
+# - 参数名沿用 HF，只合并 qkv 和 gate_up；共享嵌入的 LM head 引用嵌入层。
+# - `load_weight` 从 `get_tp_info()` 得知本 rank，一次读一个张量，按模块名切，先切后拼，凑齐才交出。
+# - 和 HF 在 float32 下比最后一个 token 的 logits，容差 1e-4。

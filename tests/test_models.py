@@ -62,8 +62,12 @@ def test_smollm2_config_is_clean_and_matches_the_book(smollm2):
     assert config["architectures"] == ["LlamaForCausalLM"]
     facts = {"hidden_size": 576, "num_hidden_layers": 30, "num_attention_heads": 9,
              "num_key_value_heads": 3, "head_dim": 64, "vocab_size": 49152,
-             "tie_word_embeddings": True, "rope_theta": 100000.0, "rms_norm_eps": 1e-5}
+             "tie_word_embeddings": True, "rms_norm_eps": 1e-5}
     assert {key: config[key] for key in facts} == facts
+    # RoPE 按装着的 transformers 的写法保留：5.x 在 rope_parameters 里，4.x 在顶层
+    rope = config.get("rope_parameters") or {}
+    assert rope.get("rope_theta", config.get("rope_theta")) == 100000.0
+    assert rope.get("rope_type", "default") == "default"
 
 
 def test_smollm2_folder_has_weights_and_chat_template(smollm2):

@@ -326,14 +326,16 @@ LLAMA_CONFIG_KEYS = [
 
 
 def _clean_llama_config(raw: dict) -> dict:
-    """GGUF 还原出的配置带着 quantization_config 等杂项；只留模型本身的键，写成 Hub 上常见的样子。"""
-    rope = raw.get("rope_parameters") or {}  # transformers 5.x 把 rope_theta 挪进了 rope_parameters
-    if rope.get("rope_type", "default") != "default":
-        raise ModelPrepareError(f"SmolLM2 应该用普通 RoPE，GGUF 里却是 {rope}")
+    """GGUF 还原出的配置带着 quantization_config 等杂项；只留模型本身的键。
+
+    RoPE 的写法原样保留：transformers 5 写成 rope_parameters，4 写成顶层的 rope_theta，
+    引擎的 ModelConfig 两种都认。
+    """
     config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama"}
     config.update({key: raw[key] for key in LLAMA_CONFIG_KEYS})
-    config["rope_theta"] = rope.get("rope_theta", raw.get("rope_theta"))
-    config["rope_scaling"] = None
+    for key in ("rope_parameters", "rope_theta", "rope_scaling"):
+        if raw.get(key) is not None:
+            config[key] = raw[key]
     # GGUF 按 float32 存 eps：9.999999747e-06 其实就是 1e-05。
     config["rms_norm_eps"] = float(f"{raw['rms_norm_eps']:.6g}")
     config["torch_dtype"] = "float32"  # 反量化后的权重按 float32 存

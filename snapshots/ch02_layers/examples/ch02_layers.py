@@ -55,6 +55,11 @@ def max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
     return (a - b).abs().max().item()
 
 
+def rope_theta(cfg: dict) -> float:
+    """transformers 4 把 rope_theta 写在顶层，transformers 5 写进 rope_parameters；两种都认。"""
+    return float((cfg.get("rope_parameters") or {}).get("rope_theta") or cfg.get("rope_theta", 10000.0))
+
+
 def make_batch(lengths: list[int], phase: str = "prefill") -> Batch:
     """几个请求、各自这一步要算的 token 数；token id 和位置在这一章里不重要，随便填。"""
     reqs = [
@@ -103,7 +108,7 @@ class LlamaBlock(BaseOP):
         self.gate_up_proj = LinearColParallelMerged(h, [inter, inter])
         self.down_proj = LinearRowParallel(inter, h)
         # 下划线开头：不是权重，state_dict 里没有它（RoPE 的 cos/sin 表是算出来的）
-        rope = get_rope(d, d, cfg["max_position_embeddings"], cfg["rope_theta"])
+        rope = get_rope(d, d, cfg["max_position_embeddings"], rope_theta(cfg))
         self._attn = AttentionLayer(0, nq, nkv, d, rope)
 
     def forward(self, x, residual, trace):
@@ -187,7 +192,7 @@ def section_forward(block: LlamaBlock, cfg: dict, ctx: Context) -> None:
     print("  第二个残差确实是 x + o_proj 的输出：RMSNormFused 把“加残差”并进了归一化")
 
     # RoPE：q·k 只取决于两个位置的差
-    rope = get_rope(d, d, cfg["max_position_embeddings"], cfg["rope_theta"])
+    rope = get_rope(d, d, cfg["max_position_embeddings"], rope_theta(cfg))
     q, k = torch.randn(2, 1, 1, d, generator=torch.Generator().manual_seed(2))
     dots = []
     for pq, pk in [(3, 1), (10, 8), (100, 98)]:

@@ -384,10 +384,10 @@ def test_rope_dot_product_depends_only_on_distance():
     assert abs((rq * rk).sum().item() - dots[0]) > 1e-3  # 距离变了，点积就变
 
 
-def test_rope_rejects_bad_rotary_dim_and_get_rope_is_cached():
-    with pytest.raises(ValueError):
+def test_rope_asserts_on_bad_rotary_dim_and_get_rope_is_cached():
+    with pytest.raises(AssertionError):  # 内部不变量：由 ModelConfig 保证，这里只 assert
         RotaryEmbedding(64, 65, 16, 10000.0)
-    with pytest.raises(ValueError):
+    with pytest.raises(AssertionError):
         RotaryEmbedding(64, 128, 16, 10000.0)
     assert get_rope(64, 64, 128, 10000.0) is get_rope(64, 64, 128, 10000.0)
     assert get_rope(64, 64, 128, 10000.0) is not get_rope(64, 64, 128, 500000.0)
@@ -399,7 +399,7 @@ def test_rope_rejects_bad_rotary_dim_and_get_rope_is_cached():
 def test_silu_and_mul():
     x = torch.randn(3, 5, 8)
     torch.testing.assert_close(silu_and_mul(x), F.silu(x[..., :4]) * x[..., 4:])
-    with pytest.raises(ValueError):
+    with pytest.raises(AssertionError):
         silu_and_mul(torch.randn(2, 7))
 
 
@@ -633,6 +633,33 @@ def test_lm_head_keeps_last_token_per_request_in_prefill_and_all_rows_in_decode(
     with ctx.forward_batch(make_batch([1, 1, 1], phase="decode", cached=[4, 9, 2])):
         out = head.forward(x)
     close(out, x @ w.T)
+
+
+def test_lm_head_rows_on_cuda_use_pinned_memory(monkeypatch):
+    """GPU 上行号经锁页内存、non_blocking 拷过去；没有 CUDA 就跳过。"""
+    if not torch.cuda.is_available():
+        pytest.skip("没有 CUDA：锁页内存 + non_blocking 的路径只在 GPU 上走")
+    import minisgl.layers.embedding as embedding
+    pinned = []
+    real_tensor = torch.tensor
+
+    def spy(*args, **kwargs):
+        t = real_tensor(*args, **kwargs)
+        pinned.append(t.is_pinned())
+        return t
+
+    head = ParallelLMHead(7, 4)
+    head.weight = randn(7, 4, seed=0).cuda()
+    ctx = Context(page_size=1)
+    set_global_ctx(ctx)
+    x = randn(9, 4, seed=1).cuda()
+    batch = make_batch([3, 2, 4], cached=[0, 5, 0])
+    monkeypatch.setattr(embedding.torch, "tensor", spy)
+    with ctx.forward_batch(batch):
+        out = head.forward(x)
+    monkeypatch.undo()
+    assert pinned == [True]
+    close(out.cpu(), (x[[2, 4, 8]] @ head.weight.T).cpu())
 
 
 # ---------------------------------------------------------------- 注意力层

@@ -20,7 +20,7 @@ from safetensors.torch import load_file, save_file
 
 import minisgl.distributed.info as tp_info_module
 from minisgl.core import Batch, Context, Req, SamplingParams, set_global_ctx
-from minisgl.distributed import DistributedCommunicator, DistributedImpl, DistributedInfo, set_tp_info
+from minisgl.distributed import DistributedCommunicator, DistributedImpl, DistributedInfo, get_tp_info, set_tp_info
 from minisgl.models import MODEL_REGISTRY, ModelConfig, create_model, load_weight, shard_tensor
 
 PROMPTS = ["The capital of France is", "1, 2, 3, 4,", "Once upon a time, there was a little"]
@@ -141,6 +141,15 @@ def build(path: Path, rank: int = 0, size: int = 1, dtype=torch.float32):
     return model
 
 
+def load_as(rank: int, size: int, path: Path, config: ModelConfig, **kwargs) -> list[tuple[str, torch.Tensor]]:
+    """以第 rank 个（共 size 个）rank 的身份加载：先登记，load_weight 自己从 get_tp_info() 读。"""
+    set_tp_info(rank, size)
+    try:
+        return list(load_weight(path, config, **kwargs))
+    finally:
+        set_tp_info(0, 1)
+
+
 def full_tensors(path: Path) -> dict[str, torch.Tensor]:
     return load_file(str(path / "model.safetensors"))
 
@@ -201,6 +210,63 @@ def test_config_missing_field_is_named(field):
 def test_config_rejects_rope_scaling(scaling):
     with pytest.raises(ValueError, match="rope_scaling"):
         ModelConfig.from_hf({**BASE_HF, "rope_scaling": scaling})
+
+
+def test_config_rejects_scaling_in_rope_parameters():
+    hf = {**BASE_HF, "rope_parameters": {"rope_type": "yarn", "rope_theta": 1e6, "factor": 4.0}}
+    with pytest.raises(ValueError, match="rope_parameters.*yarn"):
+        ModelConfig.from_hf(hf)
+
+
+@pytest.mark.parametrize("act", ["gelu", "relu", "gelu_pytorch_tanh"])
+def test_config_rejects_activations_the_engine_lacks(act):
+    assert ModelConfig.from_hf({**BASE_HF, "hidden_act": "silu"}).num_layers == 2
+    with pytest.raises(ValueError, match=f"hidden_act={act!r}"):
+        ModelConfig.from_hf({**BASE_HF, "hidden_act": act})
+
+
+# 下面几个测试用的 config.json 都由装着的 transformers 自己写：它改了写法，测试就跟着看到。
+HF_CONFIG_CLASSES = ["LlamaConfig", "Qwen3Config"]
+
+
+def saved_by_transformers(folder: Path, cls_name: str, **kwargs) -> Path:
+    import transformers
+
+    arch = cls_name.replace("Config", "ForCausalLM")
+    config = getattr(transformers, cls_name)(
+        architectures=[arch], vocab_size=100, hidden_size=64, intermediate_size=128,
+        num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=2, head_dim=16,
+        max_position_embeddings=32768, **kwargs)
+    config.save_pretrained(folder)
+    return folder
+
+
+@pytest.mark.parametrize("cls_name", HF_CONFIG_CLASSES)
+def test_config_reads_rope_theta_where_transformers_writes_it(tmp_path, cls_name):
+    folder = saved_by_transformers(tmp_path, cls_name, rope_theta=1e6)
+    raw = json.loads((folder / "config.json").read_text())
+    written = (raw.get("rope_parameters") or {}).get("rope_theta", raw.get("rope_theta"))
+    assert written == 1e6  # transformers 5 写进 rope_parameters，4 写在顶层
+    config = ModelConfig.from_json(folder)
+    assert config.rope_theta == 1e6 and config.architecture == cls_name.replace("Config", "ForCausalLM")
+
+
+@pytest.mark.parametrize("cls_name", HF_CONFIG_CLASSES)
+def test_config_refuses_llama3_scaling_written_by_transformers(tmp_path, cls_name):
+    import transformers
+
+    llama3 = {"rope_type": "llama3", "rope_theta": 5e5, "factor": 8.0, "low_freq_factor": 1.0,
+              "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
+    key = "rope_parameters" if int(transformers.__version__.split(".")[0]) >= 5 else "rope_scaling"
+    folder = saved_by_transformers(tmp_path, cls_name, **{key: llama3})
+    with pytest.raises(ValueError, match="llama3"):
+        ModelConfig.from_json(folder)
+
+
+def test_config_refuses_gelu_written_by_transformers(tmp_path):
+    folder = saved_by_transformers(tmp_path, "LlamaConfig", hidden_act="gelu")
+    with pytest.raises(ValueError, match="hidden_act"):
+        ModelConfig.from_json(folder)
 
 
 def test_config_missing_file(tmp_path):
@@ -311,7 +377,7 @@ def test_load_weight_yields_exactly_the_models_weights(size):
             model = create_model(config)
         expected = {k: v.shape for k, v in model.state_dict().items()}
         set_tp_info(0, 1)
-        loaded = list(load_weight(path, config, tp_info=DistributedInfo(rank, size)))
+        loaded = load_as(rank, size, path, config)
         names = [k for k, _ in loaded]
         assert len(names) == len(set(names))  # 每个键只交出一次
         assert {k: v.shape for k, v in loaded} == expected
@@ -323,15 +389,16 @@ def test_load_weight_yields_exactly_the_models_weights(size):
         model.load_state_dict(dict(loaded))  # 能整个换进 meta 模型
 
 
-def test_load_weight_reads_tp_info_when_not_given():
+def test_load_weight_reads_the_registered_tp_info():
+    """load_weight 没有 tp_info 参数：和建层一样只从 get_tp_info() 读，切出来的是登记的那个 rank 的。"""
     path = tiny_qwen3()
     config = ModelConfig.from_json(path)
-    set_tp_info(1, 2)
-    implicit = dict(load_weight(path, config))
-    set_tp_info(0, 1)
-    explicit = dict(load_weight(path, config, tp_info=DistributedInfo(1, 2)))
-    assert implicit.keys() == explicit.keys()
-    assert all(torch.equal(implicit[k], explicit[k]) for k in implicit)
+    full = full_tensors(path)
+    key = "model.layers.0.mlp.down_proj.weight"
+    shards = [dict(load_as(rank, 2, path, config))[key] for rank in range(2)]
+    for rank, shard in enumerate(shards):
+        assert torch.equal(shard, full[key].chunk(2, dim=1)[rank])
+    assert get_tp_info() == DistributedInfo(0, 1)  # load_as 用完恢复单卡
 
 
 def test_load_weight_dtype():
@@ -352,7 +419,7 @@ def test_merging_after_sharding_equals_slicing_the_merged_weight(size):
     p = "model.layers.2."
     inter = config.intermediate_size // size
     for rank in range(size):
-        loaded = dict(load_weight(path, config, tp_info=DistributedInfo(rank, size)))
+        loaded = dict(load_as(rank, size, path, config))
         first_kv = rank * local_q // group
         qkv = torch.cat([full[p + "self_attn.q_proj.weight"][rank * local_q * d : (rank + 1) * local_q * d],
                          full[p + "self_attn.k_proj.weight"][first_kv * d : (first_kv + local_kv) * d],
@@ -368,7 +435,7 @@ def test_rank_shards_reassemble_to_the_full_weights(size):
     path = tiny_qwen3()
     config = ModelConfig.from_json(path)
     whole = dict(load_weight(path, config))
-    ranks = [dict(load_weight(path, config, tp_info=DistributedInfo(r, size))) for r in range(size)]
+    ranks = [dict(load_as(r, size, path, config)) for r in range(size)]
     d, V = config.head_dim, config.vocab_size
     q, kv = config.num_qo_heads * d // size, config.num_kv_heads * d // size
     inter = config.intermediate_size // size
@@ -404,7 +471,7 @@ def test_shards_do_not_keep_the_full_tensor_alive():
                 shard = shard_tensor(key, value, rank, size, num_kv_heads=2)
                 assert owns(shard) and shard.is_contiguous(), (key, size, rank)
     path = tiny_qwen3()
-    loaded = dict(load_weight(path, ModelConfig.from_json(path), tp_info=DistributedInfo(0, 2)))
+    loaded = dict(load_as(0, 2, path, ModelConfig.from_json(path)))
     assert all(owns(t) for t in loaded.values()), [k for k, t in loaded.items() if not owns(t)]
 
 
@@ -423,13 +490,16 @@ def test_meta_model_allocates_nothing():
 
 # ---------------------------------------------------------------- 自己造的小模型：bias、不共享的 LM head、多余的键
 
-def make_synthetic(folder: Path, *, tie: bool, extra: dict[str, torch.Tensor]) -> Path:
-    """用 transformers 造一个随机的小 Llama（q/k/v/o 带 bias），存成 HF 目录，再往 safetensors 里加几个键。"""
+def make_synthetic(folder: Path, *, tie: bool, extra: dict[str, torch.Tensor], rope_theta: float = 1e4) -> Path:
+    """用 transformers 造一个随机的小 Llama（q/k/v/o 带 bias），存成 HF 目录，再往 safetensors 里加几个键。
+
+    config.json 是 transformers 的 save_pretrained 写的：它放 rope_theta 的地方就是我们要读的地方。
+    """
     from transformers import LlamaConfig, LlamaForCausalLM
 
     config = LlamaConfig(vocab_size=51, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
                          num_attention_heads=4, num_key_value_heads=2, head_dim=8, attention_bias=True,
-                         tie_word_embeddings=tie, max_position_embeddings=128, rope_theta=10000.0,
+                         tie_word_embeddings=tie, max_position_embeddings=128, rope_theta=rope_theta,
                          rms_norm_eps=1e-6)
     torch.manual_seed(0)
     model = LlamaForCausalLM(config).eval()
@@ -445,7 +515,7 @@ def make_synthetic(folder: Path, *, tie: bool, extra: dict[str, torch.Tensor]) -
 
 @pytest.fixture(scope="module")
 def synthetic_untied(tmp_path_factory):
-    return make_synthetic(tmp_path_factory.mktemp("untied"), tie=False, extra={
+    return make_synthetic(tmp_path_factory.mktemp("untied"), tie=False, rope_theta=1e6, extra={
         "model.layers.0.self_attn.rotary_emb.inv_freq": lambda t: torch.ones(4)})  # 旧导出会带上它
 
 
@@ -467,7 +537,7 @@ def test_untied_lm_head_is_loaded_and_split(synthetic_untied):
     config = ModelConfig.from_json(synthetic_untied)
     full = full_tensors(synthetic_untied)["lm_head.weight"]
     for size in (1, 2):
-        parts = [dict(load_weight(synthetic_untied, config, tp_info=DistributedInfo(r, size)))["lm_head.weight"]
+        parts = [dict(load_as(r, size, synthetic_untied, config))["lm_head.weight"]
                  for r in range(size)]
         assert all(p.shape == (-(-51 // size), 32) for p in parts)
         assert torch.equal(torch.cat(parts)[:51], full)

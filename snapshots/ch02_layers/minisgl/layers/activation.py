@@ -9,6 +9,5 @@ import torch.nn.functional as F
 def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
     """x 的最后一维前一半是 gate、后一半是 up（gate_up_proj 合并输出的布局），返回 silu(gate) * up。"""
     half = x.shape[-1] // 2
-    if x.shape[-1] != 2 * half:
-        raise ValueError(f"silu_and_mul 要求最后一维是偶数（gate 与 up 各一半），收到 {x.shape[-1]}")
+    assert x.shape[-1] == 2 * half, x.shape
     return F.silu(x[..., :half]) * x[..., half:]

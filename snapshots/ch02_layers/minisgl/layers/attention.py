@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from minisgl.core import get_global_ctx
-from minisgl.distributed import get_tp_info
+from minisgl.distributed import get_tp_info, local_kv_heads
 from minisgl.utils import div_even
 
 from .base import BaseOP
@@ -27,7 +27,7 @@ class AttentionLayer(BaseOP):
         tp = get_tp_info()
         self.layer_id, self.head_dim = layer_id, head_dim
         self.local_qo_heads = div_even(num_qo_heads, tp.size)
-        self.local_kv_heads = div_even(num_kv_heads, tp.size, allow_replicate=True)
+        self.local_kv_heads = local_kv_heads(num_kv_heads)
         self._rotary = rotary  # 所有层共用一张 cos/sin 表，不是本层的权重
         if q_norm is not None:
             self.q_norm = q_norm

@@ -63,8 +63,7 @@ class ParallelLMHead(VocabParallelEmbedding):
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
         batch = get_global_ctx().batch
         if batch.is_prefill:
-            extend_lens = torch.tensor([req.extend_len for req in batch.reqs], device=x.device)
-            x = x[torch.cumsum(extend_lens, dim=0) - 1]
+            x = x[_last_token_rows(batch.reqs, x.device)]
         weight = self._tied.weight if self._tied is not None else self.weight
         logits = F.linear(x, weight).float()  # [请求数, 本 rank 的那段词表]
         if self.tp_size > 1:
@@ -72,3 +71,17 @@ class ParallelLMHead(VocabParallelEmbedding):
             n = logits.shape[0]
             logits = gathered.view(self.tp_size, n, -1).permute(1, 0, 2).reshape(n, -1)
         return logits[:, : self.num_embeddings]  # 切掉最后一个 rank 补的零行
+
+
+def _last_token_rows(reqs, device: torch.device) -> torch.Tensor:
+    """prefill 批里每个请求最后一个 token 的行号：extend_len 的前缀和减 1，在 CPU 上算好。
+
+    拷到 GPU 时先放进锁页内存、non_blocking=True：CPU 不必等这次拷贝完成，
+    直接去发下一个算子；从普通内存拷就得同步等着。CPU 上两者没有区别。
+    """
+    rows, end = [], 0
+    for req in reqs:
+        end += req.extend_len
+        rows.append(end - 1)
+    host = torch.tensor(rows, dtype=torch.int64, pin_memory=device.type == "cuda")
+    return host.to(device, non_blocking=True)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from minisgl.distributed import DistributedCommunicator, get_tp_info
+from minisgl.distributed import DistributedCommunicator, get_tp_info, local_kv_heads
 from minisgl.utils import div_even
 
 from .base import BaseOP
@@ -69,7 +69,7 @@ class LinearQKVMerged(_LinearTPImpl):
         tp = get_tp_info()
         self.head_dim = head_dim
         self.local_qo_heads = div_even(num_qo_heads, tp.size)
-        self.local_kv_heads = div_even(num_kv_heads, tp.size, allow_replicate=True)
+        self.local_kv_heads = local_kv_heads(num_kv_heads)
         local_out = (self.local_qo_heads + 2 * self.local_kv_heads) * head_dim
         super().__init__(hidden_size, local_out, has_bias)
 

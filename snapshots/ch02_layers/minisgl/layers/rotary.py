@@ -16,8 +16,7 @@ from .base import BaseOP
 
 class RotaryEmbedding(BaseOP):
     def __init__(self, head_dim: int, rotary_dim: int, max_position: int, base: float) -> None:
-        if rotary_dim > head_dim or rotary_dim % 2:
-            raise ValueError(f"rotary_dim 必须是不超过 head_dim={head_dim} 的偶数，收到 {rotary_dim}")
+        assert rotary_dim <= head_dim and rotary_dim % 2 == 0, (rotary_dim, head_dim)
         self.head_dim, self.rotary_dim = head_dim, rotary_dim
         # 显式放在 CPU、用 float32：模型可能正在 meta 设备上搭架子，这张表却必须是真数据
         f32 = dict(dtype=torch.float32, device="cpu")

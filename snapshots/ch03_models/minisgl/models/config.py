@@ -30,7 +30,7 @@ class ModelConfig:
 
     @classmethod
     def from_hf(cls, hf: dict[str, Any]) -> ModelConfig:
-        """从 config.json 解析出的字典构造。缺少必需字段时说清楚缺哪个。"""
+        """从 config.json 解析出的字典构造。缺字段、或写着引擎没实现的东西，都报错说清楚。"""
         try:
             architecture = hf["architectures"][0]
             num_heads = hf["num_attention_heads"]
@@ -44,16 +44,16 @@ class ModelConfig:
                 head_dim=hf.get("head_dim") or hf["hidden_size"] // num_heads,
                 vocab_size=hf["vocab_size"],
                 rms_norm_eps=float(hf["rms_norm_eps"]),
-                rope_theta=float(hf.get("rope_theta", 10000.0)),  # json 里常写成整数 1000000
+                rope_theta=_rope_theta(hf),
                 max_position_embeddings=hf["max_position_embeddings"],
                 tie_word_embeddings=hf.get("tie_word_embeddings", False),
                 attention_bias=hf.get("attention_bias", False),
             )
         except (KeyError, IndexError, TypeError) as e:
             raise ValueError(f"config.json 缺少必需的字段：{e}") from None
-        scaling = hf.get("rope_scaling")
-        if scaling and scaling.get("rope_type", scaling.get("type")) not in (None, "default"):
-            raise ValueError(f"暂不支持 rope_scaling={scaling}：本书只实现标准 RoPE")
+        act = hf.get("hidden_act", "silu")
+        if act != "silu":
+            raise ValueError(f"暂不支持 hidden_act={act!r}：本书的 MLP 只实现了 silu（silu_and_mul）")
         return config
 
     @classmethod
@@ -65,3 +65,17 @@ class ModelConfig:
         if not path.is_file():
             raise FileNotFoundError(f"找不到模型配置 {path}")
         return cls.from_hf(json.loads(path.read_text(encoding="utf-8")))
+
+
+def _rope_theta(hf: dict[str, Any]) -> float:
+    """RoPE 的底数。transformers 4 写在顶层 rope_theta，缩放写在 rope_scaling；
+    transformers 5 把两者都放进 rope_parameters。两种都认；带缩放的一律拒绝，不悄悄忽略。"""
+    theta = hf.get("rope_theta")
+    for key in ("rope_scaling", "rope_parameters"):
+        rope = hf.get(key) or {}
+        kind = rope.get("rope_type", rope.get("type", "default"))
+        if kind != "default":
+            raise ValueError(f"暂不支持 {key} 里的 RoPE 缩放 {kind!r}：本书只实现标准 RoPE，"
+                             "照常加载会在长提示上悄悄算错")
+        theta = rope.get("rope_theta") or theta
+    return float(theta or 10000.0)  # json 里常写成整数 1000000

@@ -16,8 +16,8 @@ from typing import Iterator
 import torch
 from safetensors import safe_open
 
-from minisgl.distributed import DistributedInfo, get_tp_info
-from minisgl.utils import div_ceil, div_even
+from minisgl.distributed import get_tp_info, local_kv_heads
+from minisgl.utils import div_ceil
 
 from .config import ModelConfig
 
@@ -52,7 +52,7 @@ def shard_tensor(
         return _own(value.chunk(size, dim=0)[rank])
     if module in _SPLIT_KV:
         head_dim = value.shape[0] // num_kv_heads
-        local = div_even(num_kv_heads, size, allow_replicate=True)
+        local = local_kv_heads(num_kv_heads, size)
         if num_kv_heads >= size:
             first = rank * local
         else:  # 复制：连续 size // num_kv_heads 个 rank 共用一个头
@@ -91,12 +91,14 @@ def load_weight(
     model_path: str | Path,
     config: ModelConfig,
     *,
-    tp_info: DistributedInfo | None = None,
     device: torch.device | str = "cpu",
     dtype: torch.dtype = torch.float32,
 ) -> Iterator[tuple[str, torch.Tensor]]:
-    """逐个产出 (我们的权重名, 本 rank 的张量)，已切分、已合并、已转好 dtype 和设备。"""
-    tp = tp_info or get_tp_info()
+    """逐个产出 (我们的权重名, 本 rank 的张量)，已切分、已合并、已转好 dtype 和设备。
+
+    本 rank 是谁从 get_tp_info() 读，和建层时读的是同一处：切出来的形状必然和层对得上。
+    """
+    tp = get_tp_info()
     files = sorted(Path(model_path).glob("*.safetensors"))
     if not files:
         raise FileNotFoundError(f"{model_path} 里没有 .safetensors 权重文件")
