@@ -281,7 +281,7 @@ def test_shutdown_clears_the_global_context():
     engine = make_engine(tiny_qwen3())
     assert get_global_ctx() is engine.ctx
     engine.shutdown()
-    with pytest.raises(RuntimeError):
+    with pytest.raises(AssertionError):
         get_global_ctx()
 
 
