@@ -11,7 +11,8 @@
 - on_pre_build：把 chapters/ 下执行过的 notebook 转成 docs/chapters/*.md（minibook.site）。
 - on_page_markdown：把页面里的标记换成从清单生成的表——
   `<!-- minibook:plan -->`（全书章节计划）和 `<!-- minibook:chapters -->`（本阶段的章节），
-  还没有页面的章节写「待写」，不加链接。
+  还没有页面的章节写「待写」，不加链接。front matter 写了 `notebook: 路径` 的页面（阶段的里程碑页），
+  `<!-- minibook:notebook -->` 换成那个执行过的 notebook 转出的 Markdown（与章节页同一个转换）。
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import os
 import posixpath
 from pathlib import Path
 
+import nbformat
 from mkdocs.exceptions import PluginError
 from mkdocs.plugins import event_priority
 from mkdocs.structure.files import File
@@ -35,6 +37,7 @@ log = logging.getLogger("mkdocs.hooks.minibook")
 STAGES_DIR = "stages"
 PLAN_MARKER = "<!-- minibook:plan -->"
 STAGE_MARKER = "<!-- minibook:chapters -->"
+NOTEBOOK_MARKER = "<!-- minibook:notebook -->"
 RUNNER_JS = "assets/practice-runner.js"  # 它旁边的 practice-worker.js 从 assets/pyodide/ 加载 Pyodide
 PYODIDE_SITE_DIR = "assets/pyodide"
 
@@ -112,7 +115,7 @@ def on_config(config):
     runtime = _practice_section(config, nav, generated)
     config.nav = nav
     _state.update(chapters=chapters, available=available, stage_pages=stage_pages, generated=generated,
-                  pyodide=runtime)
+                  pyodide=runtime, root=root)
 
     # mkdocs-material 的 search 把 jieba 词典路径当作相对当前目录；这里改成相对 mkdocs.yml
     for plugin in config.plugins.values():
@@ -186,7 +189,27 @@ def stage_table(page, stage: str) -> str:
     return "\n".join(rows)
 
 
+def notebook_section(page) -> str:
+    """front matter 里 `notebook:` 指向的执行过的 notebook → Markdown（不能带图片输出）。"""
+    rel = page.meta.get("notebook")
+    if not rel:
+        raise PluginError(f"{page.file.src_uri} 用了 {NOTEBOOK_MARKER}，但 front matter 里没有 notebook")
+    path = _state["root"] / str(rel)
+    nb = nbformat.read(path, as_version=4) if path.is_file() else None
+    if nb is None or not book.is_executed(nb):
+        raise PluginError(f"{page.file.src_uri} 要的 {rel} 不存在或还没执行")
+    try:
+        rendered = book.render(nb, path.stem, source_hint=str(rel))
+    except book.NotebookError as e:
+        raise PluginError(str(e)) from None
+    if rendered.files:
+        raise PluginError(f"{rel} 有图片输出：嵌进页面的 notebook 只能有文本和 Markdown 输出")
+    return rendered.markdown
+
+
 def on_page_markdown(markdown, page, config, files):
+    if NOTEBOOK_MARKER in markdown:  # 先展开 notebook：它的文字里也可以有下面的标记
+        markdown = markdown.replace(NOTEBOOK_MARKER, notebook_section(page))
     if PLAN_MARKER in markdown:
         markdown = markdown.replace(PLAN_MARKER, plan_table(page))
     if STAGE_MARKER in markdown:

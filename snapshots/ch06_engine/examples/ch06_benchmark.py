@@ -6,6 +6,7 @@ decode 速度 = 批大小 × (N − 1) / 这段时间。
 数字取决于机器，只有"比值"在同一台机器上才有意义。
 
     python examples/ch06_benchmark.py [--new-tokens 32] [--batch-sizes 1 16]
+    python examples/ch06_benchmark.py --profile --batch-sizes 16 --new-tokens 9   # decode 的时间花在哪
 """
 
 from __future__ import annotations
@@ -106,6 +107,7 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=32)
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 16])
     parser.add_argument("--prompt-len", type=int, default=24)
+    parser.add_argument("--profile", action="store_true", help="不比速度，剖析 decode 时间花在哪些算子上")
     args = parser.parse_args()
 
     path = default_model()
@@ -120,12 +122,24 @@ def main() -> None:
 
     print(f"模型 {path.name}，float32，{torch.get_num_threads()} 个线程；"
           f"提示 {args.prompt_len} token，生成 {args.new_tokens} token，贪心")
+    sides = {"Engine": lambda p, n, **kw: engine_decode_seconds(engine, p, n, **kw),
+             "HF generate": lambda p, n, **kw: hf_decode_seconds(hf_model, p, n, **kw)}
+    if args.profile:  # 只剖析 decode 那一段：自身 CPU 时间最多的几个 aten 算子
+        for bs in args.batch_sizes:
+            prompts = make_prompts(ids, bs, args.prompt_len)
+            for name, seconds_of in sides.items():
+                seconds_of(prompts, 2)  # 预热
+                print(f"{name}，批大小 {bs}，{args.new_tokens - 1} 步 decode：")
+                for op, share in decode_profile(seconds_of, prompts, args.new_tokens):
+                    print(f"    {op:<50} {share:6.1%}")
+        engine.shutdown()
+        return
     print("| 批大小 | Engine decode tok/s | HF decode tok/s | Engine / HF |")
     print("| ---: | ---: | ---: | ---: |")
     for bs in args.batch_sizes:
         prompts = make_prompts(ids, bs, args.prompt_len)
-        ours = decode_rate(lambda p, n: engine_decode_seconds(engine, p, n), prompts, args.new_tokens)
-        theirs = decode_rate(lambda p, n: hf_decode_seconds(hf_model, p, n), prompts, args.new_tokens)
+        ours = decode_rate(sides["Engine"], prompts, args.new_tokens)
+        theirs = decode_rate(sides["HF generate"], prompts, args.new_tokens)
         print(f"| {bs} | {ours:.1f} | {theirs:.1f} | {ours / theirs:.2f}× |")
     engine.shutdown()
 
