@@ -60,9 +60,9 @@ Markdown("\n".join(rows))
 # %% [markdown]
 # ## 端到端：8 个请求一起生成，与 Hugging Face 逐 token 一致
 #
-# 用本阶段的全部零件跑一次：第 6 章的 Engine（SmolLM2，float32，页大小 4），由第 6 章 main 里的迷你调度器驱动。8 个提示长短不一、各自最多生成 2 到 16 个 token，一起 prefill，之后每步 decode 还没生成满的请求；每个请求的输出都与 Hugging Face 的贪心生成逐 token 比较。
+# 用本阶段的全部零件跑一次：第 6 章的 Engine（SmolLM2，float32，页大小 4），由第 6 章 main 里的迷你调度器驱动。8 个提示长短不一、各自最多生成 2 到 16 个 token，一起 prefill，之后每步 decode 还没生成满的请求；每个请求的输出都与 Hugging Face 的贪心生成逐 token 比较（代码在 `chapters/milestones/stage1.py`）。
 
-# %%
+# %% tags=["remove-input"]
 import time
 
 sys.path.insert(0, "examples")

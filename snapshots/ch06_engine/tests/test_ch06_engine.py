@@ -240,6 +240,28 @@ def test_padding_row_points_at_a_dummy_page_nobody_owns():
     engine.shutdown()
 
 
+def test_a_padded_request_writes_only_into_the_dummy_page():
+    """补齐批大小的占位请求（CUDA 图重放时会有）把 K/V 写进占位页，不碰真实请求的槽位。"""
+    engine = make_engine(tiny_qwen3())
+    sched = MiniScheduler(engine)
+    req = sched.add([1, 2, 3, 4, 5], SamplingParams(max_tokens=3), uid=0)
+    sched.step([req], "prefill")
+    pad = Req(input_ids=torch.tensor([0], dtype=torch.int32), table_idx=engine.config.max_running_req,
+              cached_len=0, output_len=1, uid=-1, sampling_params=SamplingParams(), cache_handle=None)
+    batch = Batch([req], "decode")
+    batch.padded_reqs = [req, pad]
+    batch.out_loc = torch.cat([sched.allocator.alloc_slots([req]), engine.page_table[pad.table_idx, :1]])
+    pool = sched.table.token_pool
+    batch.input_ids = torch.cat([pool[req.table_idx, 5:6], pool[pad.table_idx, :1]]).long()
+    batch.positions = torch.tensor([5, 0])
+    engine.attn_backend.prepare_metadata(batch)
+    before = engine.kv_cache.kv_buffer.clone().view(torch.int32)  # 按位比较：未写过的槽位可能是 nan
+    engine.forward_batch(batch, engine.sampler.prepare(batch))
+    changed = (engine.kv_cache.kv_buffer.view(torch.int32) != before).any(-1).any(-1).any(1).any(0)
+    assert changed.nonzero().flatten().tolist() == [5, engine.dummy_page * 4]
+    engine.shutdown()
+
+
 def test_a_batch_that_does_not_fit_changes_nothing():
     engine = make_engine(tiny_qwen3(), num_page_override=3, page_size=4)  # 3 页 = 12 个 token
     sched = MiniScheduler(engine)
