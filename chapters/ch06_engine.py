@@ -107,11 +107,13 @@ from minisgl.engine import Engine, EngineConfig
 engine = Engine(EngineConfig(model_path=tiny_qwen3(), max_running_req=4, page_size=4,
                              num_page_override=32, max_seq_len_override=64))
 c = engine.model_config
-print(f"模型：{c.architecture}，{c.num_layers} 层，{c.num_qo_heads} 个 q 头，{c.num_kv_heads} 个 KV 头")
+print(f"模型：{c.architecture}，{c.num_layers} 层，{c.num_qo_heads} 个 q 头，"
+      f"{c.num_kv_heads} 个 KV 头")
 print(f"KV 池：{tuple(engine.kv_cache.kv_buffer.shape)} = [K/V, 层, 槽位, KV 头, head_dim]")
 print(f"可分配的页：{engine.num_pages}，占位页：{engine.dummy_page} 号")
 print(f"页表：{tuple(engine.page_table.shape)}，max_seq_len = {engine.max_seq_len}")
-print(f"注意力后端：{type(engine.attn_backend).__name__}，采样器的种子：{engine.sampler.generator.initial_seed()}")
+print(f"注意力后端：{type(engine.attn_backend).__name__}，"
+      f"采样器的种子：{engine.sampler.generator.initial_seed()}")
 print("Engine 有分配器吗：", hasattr(engine, "page_allocator"))
 assert get_global_ctx().attn_backend is engine.attn_backend  # 层在前向时从全局上下文拿后端
 assert engine.kv_cache.num_slots == (32 + 1) * 4  # 32 页给请求，1 页占位
@@ -157,7 +159,8 @@ from minisgl.models import ModelConfig
 
 def kv_bytes_per_token(cfg: ModelConfig, dtype: torch.dtype) -> int:
     """K 和 V 两份 × 层数 × KV 头数 × head_dim × 每个数的字节数（TP=1）。"""
-    return 2 * cfg.num_layers * cfg.num_kv_heads * cfg.head_dim * torch.empty(0, dtype=dtype).element_size()
+    itemsize = torch.empty(0, dtype=dtype).element_size()
+    return 2 * cfg.num_layers * cfg.num_kv_heads * cfg.head_dim * itemsize
 
 
 rows = ["| 模型 | dtype | 每 token 的 KV | 4 GiB 放得下的 token |", "| --- | --- | ---: | ---: |"]
@@ -190,9 +193,11 @@ def generate_with_padding(prompt: list[int], n: int) -> list[int]:
                   output_len=1, uid=-1, sampling_params=SamplingParams(), cache_handle=None)
         batch = Batch([req], "decode")
         batch.padded_reqs = [req, pad]
-        batch.out_loc = torch.cat([sched.allocator.alloc_slots([req]), engine.page_table[PAD_ROW, :1]])
+        padding_slot = engine.page_table[PAD_ROW, :1]  # 占位请求写 K/V 的地方
+        batch.out_loc = torch.cat([sched.allocator.alloc_slots([req]), padding_slot])
         pool = sched.table.token_pool
-        batch.input_ids = torch.cat([pool[req.table_idx, req.cached_len:req.device_len], pool[PAD_ROW, :1]]).long()
+        batch.input_ids = torch.cat([pool[req.table_idx, req.cached_len:req.device_len],
+                                     pool[PAD_ROW, :1]]).long()
         batch.positions = torch.tensor([req.cached_len, 0])
         engine.attn_backend.prepare_metadata(batch)
         fwd = engine.forward_batch(batch, engine.sampler.prepare(batch))
@@ -307,7 +312,8 @@ def same_args(n, temperature=1.0, top_k=8, top_p=1.0):
     """n 行一样的采样参数（直接构造 BatchSamplingArgs，省掉 n 个请求）。"""
     return BatchSamplingArgs(all_greedy=False, greedy=torch.zeros(n, dtype=torch.bool),
                              temperatures=torch.full((n,), temperature),
-                             top_k=torch.full((n,), top_k, dtype=torch.int64), top_p=torch.full((n,), top_p))
+                             top_k=torch.full((n,), top_k, dtype=torch.int64),
+                             top_p=torch.full((n,), top_p))
 
 
 sampler = Sampler(torch.device("cpu"), vocab_size=8, seed=0)
@@ -316,7 +322,8 @@ for top_k in (5, 8):
     drawn = sampler.sample(logits.expand(N, 8), same_args(N, top_k=top_k, top_p=0.75))
     freq = torch.bincount(drawn.long(), minlength=8) / N
     kept[top_k] = sorted(drawn.unique().tolist(), key=lambda t: -probs_by_id[t])
-    print(f"top_k={top_k}, top_p=0.75：留下 {kept[top_k]}，频率", [round(freq[t].item(), 3) for t in kept[top_k]])
+    shares = [round(freq[t].item(), 3) for t in kept[top_k]]
+    print(f"top_k={top_k}, top_p=0.75：留下 {kept[top_k]}，频率 {shares}")
 assert kept[5] == [5, 2, 7] and kept[8] == [5, 2, 7, 0]
 
 # %% [markdown]

@@ -115,7 +115,7 @@ Markdown("\n".join(rows))
 # %% [markdown]
 # 批一步比一步小：生成 2 个 token 的请求在第 2 步后离开，16 个的一直跑到最后。空出的行和页在阶段一里只是闲着——把新请求塞进去，是阶段二的第一件事。
 
-# %%
+# %% tags=["remove-input"]
 # NBVAL_IGNORE_OUTPUT
 print(f"这台机器上：{elapsed:.1f} 秒，{generated / elapsed:.1f} token/s（{torch.get_num_threads()} 个线程；随机器而变）")
 

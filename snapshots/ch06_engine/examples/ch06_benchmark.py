@@ -6,7 +6,7 @@ decode 速度 = 批大小 × (N − 1) / 这段时间。
 数字取决于机器，只有"比值"在同一台机器上才有意义。
 
     python examples/ch06_benchmark.py [--new-tokens 32] [--batch-sizes 1 16]
-    python examples/ch06_benchmark.py --profile --batch-sizes 16 --new-tokens 9   # decode 的时间花在哪
+    python examples/ch06_benchmark.py --profile --batch-sizes 16 --new-tokens 9   # 时间花在哪
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def make_prompts(ids: list[int], batch_size: int, length: int) -> list[list[int]
 
 def engine_decode_seconds(engine: Engine, prompts: list[list[int]], new_tokens: int,
                           on_prefill_done=None) -> float:
-    """从 prefill 那一步结束到最后一步结束的时间：正好 new_tokens − 1 步 decode，含准备批次的开销。"""
+    """prefill 那一步结束到最后一步结束的时间：正好 new_tokens − 1 步 decode，含拼批的开销。"""
     stamps: list[float] = []
     forward = engine.forward_batch
 
@@ -107,7 +107,8 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=32)
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 16])
     parser.add_argument("--prompt-len", type=int, default=24)
-    parser.add_argument("--profile", action="store_true", help="不比速度，剖析 decode 时间花在哪些算子上")
+    parser.add_argument("--profile", action="store_true",
+                        help="不比速度，剖析 decode 时间花在哪些算子上")
     args = parser.parse_args()
 
     path = default_model()

@@ -28,7 +28,7 @@ class MiniScheduler:
         self.allocator = PageAllocator(engine.num_pages, engine.config.page_size, engine.page_table)
 
     def add(self, prompt: list[int], params: SamplingParams, uid: int) -> Req:
-        """新请求：占一行页表，把提示写进 token pool。太长的请求在这里就拒绝。"""
+        """新请求：占一行页表，把提示写进 token 池。太长的请求在这里就拒绝。"""
         if len(prompt) + params.max_tokens > self.engine.max_seq_len:
             raise ValueError(f"提示 {len(prompt)} + 生成 {params.max_tokens} 个 token 超过了 "
                              f"max_seq_len={self.engine.max_seq_len}")
@@ -45,7 +45,8 @@ class MiniScheduler:
         # 整批一起分配：页不够就抛 OutOfPagesError，页表和空闲页都不变
         batch.out_loc = self.allocator.alloc_slots(reqs)
         pool, device = self.table.token_pool, self.engine.device
-        batch.input_ids = torch.cat([pool[r.table_idx, r.cached_len:r.device_len] for r in reqs]).long()
+        batch.input_ids = torch.cat([pool[r.table_idx, r.cached_len:r.device_len]
+                                     for r in reqs]).long()
         batch.positions = torch.cat([torch.arange(r.cached_len, r.device_len, device=device)
                                      for r in reqs])
         batch.padded_reqs = reqs
@@ -56,7 +57,7 @@ class MiniScheduler:
         """一步：拼批、前向（Engine 在发射时已替请求记账）、收结果。返回每个请求的新 token。"""
         batch = self.prepare_batch(reqs, phase)
         out = self.engine.forward_batch(batch, self.engine.sampler.prepare(batch))
-        for i, req in enumerate(reqs):  # 新 token 在设备上直接写进 token pool，下一步从这里取
+        for i, req in enumerate(reqs):  # 新 token 在设备上写进 token 池，下一步从这里取
             self.table.token_pool[req.table_idx, req.device_len - 1] = out.next_tokens[i]
         if out.copy_done is not None:  # GPU 上拷回 CPU 是异步的：等它完成再读 CPU 副本
             out.copy_done.synchronize()
@@ -108,7 +109,8 @@ def main() -> None:
         prompts = [encode(path, t) for t in texts]
         params = [SamplingParams(max_tokens=n) for n in max_tokens]
         outputs, sizes = sched.generate(prompts, params)
-        print(f"== {path.name}：{len(prompts)} 个请求，KV 池 {engine.num_pages} 页 × 4 token（另有 1 页占位页）")
+        print(f"== {path.name}：{len(prompts)} 个请求，"
+              f"KV 池 {engine.num_pages} 页 × 4 token（另有 1 页占位页）")
         print(f"每一步的批大小：{sizes}")
         for prompt, text, out, n in zip(prompts, texts, outputs, max_tokens):
             same = out == hf_greedy(path, prompt, n)

@@ -74,7 +74,8 @@ def watch(report: Report, obj: object, name: str, label: str, enabled: bool) -> 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description="GPU 冒烟检查（第 6 章）")
-    parser.add_argument("--cpu", action="store_true", help="在 CPU 上走一遍脚本本身，不检查 CUDA 的部分")
+    parser.add_argument("--cpu", action="store_true",
+                        help="在 CPU 上走一遍脚本本身，不检查 CUDA 的部分")
     args = parser.parse_args()
     on_cuda = not args.cpu
     if on_cuda and not torch.cuda.is_available():
@@ -87,7 +88,8 @@ def main() -> int:
 
     started = time.perf_counter()
     device = torch.device("cuda", torch.cuda.device_count() - 1) if on_cuda else torch.device("cpu")
-    print(f"设备：{device}" + (f"（{torch.cuda.get_device_name(device)}）" if on_cuda else "（只走脚本逻辑）"))
+    name = torch.cuda.get_device_name(device) if on_cuda else "只走脚本逻辑"
+    print(f"设备：{device}（{name}）")
     report = Report()
     path = smollm2()
     engine = Engine(EngineConfig(model_path=path, device=str(device), max_running_req=4,
@@ -97,7 +99,8 @@ def main() -> int:
     if on_cuda:
         report.check(torch.cuda.current_device() == device.index, "Engine 调用了 set_device",
                      f"当前设备 cuda:{torch.cuda.current_device()}")
-        report.check(engine.stream == torch.cuda.current_stream(device), "engine.stream 是本卡的当前流")
+        report.check(engine.stream == torch.cuda.current_stream(device),
+                     "engine.stream 是本卡的当前流")
         report.check(engine.sampler.generator.device == device, "采样器的 Generator 在本卡上")
     report.check(engine.page_table.device == device and engine.kv_cache.kv_buffer.device == device,
                  "页表与 KV 池在本卡上")

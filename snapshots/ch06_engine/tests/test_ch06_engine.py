@@ -246,11 +246,13 @@ def test_a_padded_request_writes_only_into_the_dummy_page():
     sched = MiniScheduler(engine)
     req = sched.add([1, 2, 3, 4, 5], SamplingParams(max_tokens=3), uid=0)
     sched.step([req], "prefill")
-    pad = Req(input_ids=torch.tensor([0], dtype=torch.int32), table_idx=engine.config.max_running_req,
-              cached_len=0, output_len=1, uid=-1, sampling_params=SamplingParams(), cache_handle=None)
+    pad_row = engine.config.max_running_req  # 页表的最后一行：占位行
+    pad = Req(input_ids=torch.tensor([0], dtype=torch.int32), table_idx=pad_row, cached_len=0,
+              output_len=1, uid=-1, sampling_params=SamplingParams(), cache_handle=None)
     batch = Batch([req], "decode")
     batch.padded_reqs = [req, pad]
-    batch.out_loc = torch.cat([sched.allocator.alloc_slots([req]), engine.page_table[pad.table_idx, :1]])
+    padding_slot = engine.page_table[pad.table_idx, :1]
+    batch.out_loc = torch.cat([sched.allocator.alloc_slots([req]), padding_slot])
     pool = sched.table.token_pool
     batch.input_ids = torch.cat([pool[req.table_idx, 5:6], pool[pad.table_idx, :1]]).long()
     batch.positions = torch.tensor([5, 0])

@@ -23,7 +23,7 @@ class EngineConfig:
     attention_backend: str = "torch"
     memory_ratio: float = 0.3  # 加载完权重后，把剩余内存的这一比例给 KV 池
     num_page_override: int | None = None  # 直接指定 KV 池的页数（测试、演示时用）
-    max_seq_len_override: int | None = None  # 单个请求最长多少 token；默认取模型的上限（Engine 再按池子封顶）
+    max_seq_len_override: int | None = None  # 单个请求最长几个 token；默认取模型的上限
     seed: int = 0  # 采样器的随机种子：同样的种子、同样的输入，采样结果可复现
     distributed_port: int = 29500  # TP>1 时 rank 之间建立连接用的端口（第 16 章）
 

@@ -93,9 +93,8 @@ class Engine:
         budget = int(_free_memory(self.device) * self.config.memory_ratio)
         num_pages = budget // self.kv_bytes_per_page()
         if num_pages < 1:
-            raise RuntimeError(
-                f"内存不够放下哪怕一页 KV：可用预算 {budget} 字节，一页要 {self.kv_bytes_per_page()} 字节"
-            )
+            raise RuntimeError(f"内存不够放下哪怕一页 KV：可用预算 {budget} 字节，"
+                               f"一页要 {self.kv_bytes_per_page()} 字节")
         logger.debug_rank0("KV 池：%d 页 × %d token/页（预算 %.2f GiB）",
                            num_pages, self.config.page_size, budget / 2**30)
         return num_pages

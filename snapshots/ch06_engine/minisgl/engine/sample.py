@@ -37,7 +37,7 @@ class Sampler:
         """一列参数 → 设备上的张量。CPU 上就是 torch.tensor；GPU 上不让 CPU 停下来等。
 
         torch.tensor(..., device="cuda") 从普通内存拷贝，CPU 要等拷贝结束才返回。锁页内存可以由
-        DMA 异步读取；拷贝完成前这块内存不会被 PyTorch 的锁页内存池挪作他用，所以 host 可以马上丢掉。
+        DMA 异步读取；拷贝完成前，PyTorch 的锁页内存池不会把这块内存挪作他用，host 可以马上丢掉。
         """
         host = torch.tensor(values, dtype=dtype, pin_memory=self.pinned)
         return host.to(self.device, non_blocking=self.pinned)
@@ -50,7 +50,8 @@ class Sampler:
         return BatchSamplingArgs(
             all_greedy=False,
             greedy=column([p.is_greedy for p in params], torch.bool),
-            temperatures=column([1.0 if p.is_greedy else p.temperature for p in params], torch.float32),
+            temperatures=column([1.0 if p.is_greedy else p.temperature for p in params],
+                                torch.float32),
             top_k=column([self.vocab_size if p.top_k == -1 else min(p.top_k, self.vocab_size)
                           for p in params], torch.int64),
             top_p=column([p.top_p for p in params], torch.float32),
@@ -66,7 +67,8 @@ class Sampler:
         scaled = logits.float() / args.temperatures[:, None]
         sorted_logits, order = scaled.sort(dim=-1, descending=True, stable=True)
         rank = torch.arange(logits.shape[-1], device=logits.device)
-        sorted_logits.masked_fill_(rank[None, :] >= args.top_k[:, None], float("-inf"))  # 只留前 k 名
+        # 只留前 k 名
+        sorted_logits.masked_fill_(rank[None, :] >= args.top_k[:, None], float("-inf"))
         probs = sorted_logits.softmax(dim=-1)
         mass_before = probs.cumsum(dim=-1) - probs  # 排在这个 token 前面的概率总和
         # 前面已经凑够 p 了，这个 token 不要；第 1 名前面是 0，总能留下。
