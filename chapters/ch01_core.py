@@ -131,8 +131,8 @@ listing("minisgl/core.py", "Req.complete_one")
 # %% [markdown]
 # 两行的顺序不能反：先让 `cached_len` 追上 `device_len`（这一步的 token 都会进 KV 池），再给新 token 占一个位置。第一次之后 `extend_len` 恒为 1，[prefill](../glossary.md#prefill) 和 [decode](../glossary.md#decode) 用的是同一个公式。断言守的是调度器的约定：批里的请求都有 token 要算，也还有名额。
 #
-# ??? note "深入：一段提示分几块算完，complete_one 怎样改"
-#     提示太长时可以分块 prefill：每步只算其中一段，前几块最后一个位置的 logits 预测的是提示里本来就有的 token，不该采样。这样的请求需要“推进 `cached_len`，但不给新 token 占位置”。做法是给它一个 `Req` 的子类，覆盖 `complete_one`（以及 `can_decode`、`append_host`），`Req` 本身和 Engine 的调用都不用改：Engine 只管对批里每个请求调用 `complete_one()`，每种请求自己决定那一步意味着什么。上游的 `ChunkedReq`（`python/minisgl/scheduler/prefill.py`）就是这么做的。
+# ??? note "深入：一段提示分几块算完，Req 和 Engine 都不用改"
+#     提示太长时可以分块 prefill：每步只算其中一段，前几块最后一个位置的 logits 预测的是提示里本来就有的 token，不该采样，也不该进 decode。上游用 `Req` 的子类 `ChunkedReq`（`python/minisgl/scheduler/prefill.py`）表示这样的一块：它只覆盖 `can_decode`（恒为假）和 `append_host`（直接报错）。`complete_one` 照常由 Engine 调用，`cached_len` 追上这一块的末尾；多出的那 1 个 `device_len` 随这一块的对象一起丢掉，下一块从 `cached_len` 重新构造。
 #
 # ## CPU 上的 token 可以落后，不能超前
 #
@@ -350,13 +350,13 @@ run("python -m pytest -q --color=no tests/test_ch01_core.py")
 #
 # 1. **重叠的时间线**。调度器每一轮先发出第 k+1 步（随即 `complete_one()`），再处理第 k 步拷回的 token（`append_host`，判断 EOS）。某个请求在第 k 步采样出了 EOS：列出接下来每一刻的 `device_len` 和 `len(input_ids)`，`len(input_ids)` 最多落后几个？
 # 2. **记账放错地方**。如果把 `complete_one()` 挪到 `append_host()` 之后（等 token 回来再记账），而调度器仍然在第 k 步的 token 回来之前准备第 k+1 步，第 k+1 步会算哪些位置？输出会怎样？
-# 3. **挑战：分块的请求**。写一个 `Req` 的子类，表示“提示分块 prefill、这一块不采样”：`complete_one()` 之后 `cached_len` 追上 `device_len`，但 `device_len` 不变，`can_decode` 为假，`append_host` 不允许调用。一个 10 个 token 的提示、每块最多 4 个，三块各自的 `cached_len`、`device_len` 是多少？
+# 3. **挑战：分块的请求**。写一个 `Req` 的子类，表示“提示分块 prefill、这一块不采样”。一个 10 个 token 的提示、每块最多 4 个：每块构造时的 `input_ids` 长度和 `cached_len` 是多少？子类要覆盖哪几个方法，`complete_one` 要不要改？
 #
 # ??? success "参考答案"
 #
 #     1. 设发出第 k 步前两者都是 L：发出第 k 步后 `device_len = L+1`；下一轮先发出第 k+1 步，`device_len = L+2`，`len(input_ids)` 仍是 L，此刻落后 2 个，是最多的时候。处理第 k 步的结果后 `len = L+1`，发现 EOS，请求结束；第 k+1 步是多算的一步，它的结果要丢掉，也不能再释放一次这个请求的资源。
 #     2. 第 k+1 步准备时长度还没动，它会重算第 k 步的那些位置，把同样的 K/V 再写一遍，并从同一个位置再采样一次。decode 时这意味着每个 token 被生成两次，输出里出现重复，或者调度器只能干等，重叠也就没有了。
-#     3. 覆盖 `complete_one` 为只做 `self.cached_len = self.device_len`，`can_decode` 返回 `False`，`append_host` 里直接 `raise`；每块用截短的 `input_ids` 构造，`device_len` 等于截短后的长度。三块依次是 `(0, 4)`、`(4, 8)`、`(8, 10)`，前两块用这个子类，最后一块用普通 `Req`，它算完才采样出第一个新 token。
+#     3. 三块依次用长度 4、8、10 的 `input_ids`，`cached_len` 依次是 0、4、8；前两块用子类，最后一块用普通 `Req`，算完才采样出第一个新 token。子类覆盖 `can_decode`（恒为假，不进 decode）和 `append_host`（直接报错，这一块不采样）。`complete_one` 不用改：它让 `cached_len` 追上这一块的末尾，多出的那 1 个 `device_len` 随对象丢掉，下一块从 `cached_len` 重新构造。
 #
 # ### 本章的判题练习
 #
