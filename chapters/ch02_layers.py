@@ -61,7 +61,7 @@ tree()
 listing("examples/ch02_layers.py", "ThreadComm")
 
 # %% [markdown]
-# ## 一张图：一个解码层里只有三处通信
+# ## 一张图：通信只发生在三种位置
 #
 # ![一个解码层的数据流：嵌入层、两个带残差的 RMSNorm、列并行的 qkv_proj 和 gate_up_proj、注意力层、行并行的 o_proj 和 down_proj、LM head；右侧是 Qwen3-0.6B 在 TP=2 时一个 rank 上的张量形状，红色标出三处通信](../assets/ch02_layer_flow.svg)
 #
@@ -635,7 +635,7 @@ assert not torch.allclose(partials[0] + partials[1] + 2 * b, full, atol=1e-3)
 # %% [markdown]
 # 单看一份部分和差得很远，相加再加一次 bias 才对；每个 rank 各加一次，就多出一个 `b`。
 #
-# ### 每个 rank 存多大
+# ### 每个 rank 存多大：头数决定能切几份
 #
 # 按两个模型的真实尺寸、在几个 TP 规模下建出五种层（rank 0 的视角），表格是现算的：
 
@@ -925,7 +925,7 @@ run("python examples/ch02_layers.py")
 # %% [markdown]
 # ## 与官方的差异
 #
-# - 我们的 RMSNorm、RoPE、`silu_and_mul` 都用 PyTorch 写、不改输入，上游调 flashinfer 的原地内核（`layers/norm.py` · `RMSNormFused`），因为 CPU 上要能跑、能和 HF 逐位对照。
+# - 我们的 RMSNorm、RoPE、`silu_and_mul` 都用 PyTorch 写、不改输入，[上游](../glossary.md#upstream)调 flashinfer 的原地内核（`layers/norm.py` · `RMSNormFused`），因为 CPU 上要能跑、能和 HF 逐位对照。
 # - 我们的 `load_state_dict` 先全部核对、出错一个都不换，上游边 `pop` 边赋值、用 `assert` 检查（`layers/base.py` · `BaseOP`），因为装到一半的模型最难查。
 # - 我们总在 CPU 上建 RoPE 表、首次前向再搬走，上游要求先调 `set_rope_device`（`layers/rotary.py` · `get_rope`），因为这样建模型不必知道设备。
 # - 我们的 LM head 用 `extend_len` 的前缀和挑行，上游读注意力元数据的 `get_last_indices`（`layers/embedding.py` · `ParallelLMHead`），因为本章还没有注意力后端。
