@@ -1,4 +1,4 @@
-"""第 4 章：KV 池、页表与 token pool。
+"""第 4 章：KV 池、页表与 token 池（token pool）。
 
 不跑模型，只走一遍"K/V 存在哪儿"的记账：
 一、按 SmolLM2 的真实配置算 KV 池的形状和字节数；
@@ -33,13 +33,14 @@ def section_pool_size() -> None:
           f"head_dim = {config.head_dim}")
     # 每个 token 每层存 K 和 V 各 num_kv_heads × head_dim 个数
     for dtype in (torch.float32, torch.bfloat16):
-        per_token = 2 * config.num_layers * config.num_kv_heads * config.head_dim * dtype.itemsize
+        per_token = (2 * config.num_layers * config.num_kv_heads * config.head_dim
+                     * dtype.itemsize)
         print(f"    {str(dtype):15s} 每个 token {kib(per_token)}，每页（{PAGE_SIZE} 个 token）"
               f"{kib(per_token * PAGE_SIZE)}，4096 个 token {kib(per_token * 4096)}")
     pool = create_kvcache_pool(config, num_pages=256, page_size=PAGE_SIZE, dtype=torch.float32,
                                device="cpu")
-    print(f"  建一个 256 页的池子：{pool}")
-    print(f"    kv_buffer 形状 {tuple(pool.kv_buffer.shape)}，共 {kib(pool.nbytes)}")
+    print(f"  建一个 256 页、float32 的池子：kv_buffer 形状 {tuple(pool.kv_buffer.shape)}，"
+          f"共 {kib(pool.nbytes)}")
     print(f"    k_cache(0) 形状 {tuple(pool.k_cache(0).shape)}，"
           f"是池子的视图：{pool.k_cache(0)._base is pool.kv_buffer}")
     assert pool.nbytes == 256 * PAGE_SIZE * 2 * 30 * 3 * 64 * 4
@@ -62,8 +63,8 @@ def show_row(page_table: torch.Tensor, req: Req) -> str:
     slots = page_table[req.table_idx, : req.device_len].tolist()
     groups = [slots[i: i + PAGE_SIZE] for i in range(0, len(slots), PAGE_SIZE)]
     text = " | ".join(" ".join(f"{s:2d}" for s in g) for g in groups)
-    pages = [g[0] // PAGE_SIZE for g in groups]
-    return f"行 {req.table_idx}：[{text}]  页 {pages}"
+    pages = "、".join(str(g[0] // PAGE_SIZE) for g in groups)
+    return f"行 {req.table_idx}：[{text}]  {pages} 号页"
 
 
 def make_req(uid: int, length: int, row: int) -> Req:
@@ -73,13 +74,13 @@ def make_req(uid: int, length: int, row: int) -> Req:
 
 
 def main() -> None:
-    print("第 4 章：KV 池、页表与 token pool\n")
+    print("第 4 章：KV 池、页表与 token 池\n")
     torch.manual_seed(0)
     section_pool_size()
 
     print(f"二、三个请求一批进来（page_size = {PAGE_SIZE}，池子只有 8 页 = 32 个槽位）")
     max_running_reqs, max_seq_len = 3, 16
-    # 页表多一行，不发给请求；token pool 和它同形状
+    # 页表多一行，不发给请求；token 池和它同形状
     page_table = torch.full((max_running_reqs + 1, max_seq_len), -1, dtype=torch.int32)
     table = TableManager(max_running_reqs, page_table)
     alloc = PageAllocator(num_pages=8, page_size=PAGE_SIZE, page_table=page_table)
@@ -88,7 +89,7 @@ def main() -> None:
     stored: dict[int, list[torch.Tensor]] = {}  # uid -> 第 0 层写进去的 K，按步
 
     def step(reqs: list[Req]) -> None:
-        """整批分配槽位，把这一步的 token 写进 token pool、K（随机数）写进第 0 层。"""
+        """整批分配槽位，把这一步的 token 写进 token 池、K（随机数）写进第 0 层。"""
         out_loc = alloc.alloc_slots(reqs)
         k = torch.randn(len(out_loc), pool.local_kv_heads, pool.head_dim)
         pool.store_kv(k, torch.zeros_like(k), out_loc, layer_id=0)
@@ -118,7 +119,7 @@ def main() -> None:
     step(reqs)
     for req in reqs:
         print("  " + show_row(page_table, req))
-    print(f"  token pool 第 0 行：{table.token_pool[0, :5].tolist()}（与请求 0 的提示相同）")
+    print(f"  token 池第 0 行：{table.token_pool[0, :5].tolist()}（与请求 0 的提示相同）")
     print(f"  空闲页 {alloc.num_free_pages} / 8，空闲行 {table.available_size} / 3")
     check_gather(reqs)
     print()
@@ -127,8 +128,9 @@ def main() -> None:
     for req in reqs:
         req.complete_one()  # 上一步的 token 都进了池子；新采样的 token 这一步才算
         req.append_host(7)
+        at_page_start = (req.device_len - 1) % PAGE_SIZE == 0
         print(f"  uid {req.uid} 的新位置 {req.device_len - 1}："
-              f"{'页首，要一页新页' if (req.device_len - 1) % PAGE_SIZE == 0 else '接在最后一页里'}")
+              f"{'页首，要一页新页' if at_page_start else '接在最后一页里'}")
     step(reqs)
     for req in reqs:
         print("  " + show_row(page_table, req))
@@ -147,7 +149,8 @@ def main() -> None:
     step([new])
     print("  " + show_row(page_table, new))
     reused = sorted({s // PAGE_SIZE for s in page_table[new.table_idx, :10].tolist()})
-    print(f"  新请求 uid 3 用的正是刚还回来的第 {done.table_idx} 行和页 {reused}")
+    print(f"  新请求 uid 3 用的正是刚还回来的第 {done.table_idx} 行和 "
+          f"{'、'.join(map(str, reused))} 号页")
     check_gather([reqs[0], reqs[2], new])
     print()
 

@@ -179,7 +179,8 @@ def test_a_batch_is_allocated_in_order():
     grow(alloc, 2, 0, 3)  # 第 2 行先有 3 个 token：0 号页还剩 1 个空位
     batch = [Span(0, 0, 5), Span(2, 3, 6), Span(1, 0, 0), Span(3, 0, 4)]
     out_loc = alloc.alloc_slots(batch)
-    # 第 0 行拿 1、2 号页；第 2 行先填 0 号页的空位 3，再拿 3 号页；空区间什么都不拿；第 3 行拿 4 号页
+    # 第 0 行拿 1、2 号页；第 2 行先填 0 号页的空位 3，再拿 3 号页；
+    # 空区间什么都不拿；第 3 行拿 4 号页
     assert out_loc.tolist() == [4, 5, 6, 7, 8] + [3, 12, 13] + [] + [16, 17, 18, 19]
     assert table[0, :5].tolist() == [4, 5, 6, 7, 8]
     assert table[2, :6].tolist() == [0, 1, 2, 3, 12, 13]
@@ -250,7 +251,10 @@ def test_many_requests_never_share_slots(page_size, seed):
 
 
 def test_a_batch_that_does_not_fit_changes_nothing():
-    """回归：3 页的池子、page_size 4、两个 8 token 的提示——以前报错时空闲页已从 3 变成 1。"""
+    """回归：3 页的池子、page_size 4、两个 8 token 的提示一批进来。
+
+    一个一个分的写法在这里报错时，空闲页已经从 3 变成 1；整批分配必须什么都不改。
+    """
     table = new_table(3, 16)
     alloc = PageAllocator(num_pages=3, page_size=4, page_table=table)
     with pytest.raises(OutOfPagesError, match="共需要 4 页，只剩 3 页"):
@@ -271,7 +275,8 @@ def test_out_of_pages_changes_nothing(page_size):
         grow(alloc, 1, 0, 2 * page_size + 1)
     # 第一个请求够分、第二个不够：整批都不分
     with pytest.raises(OutOfPagesError):
-        alloc.alloc_slots([Span(0, 2 * page_size + 1, 3 * page_size + 1), Span(1, 0, 2 * page_size)])
+        alloc.alloc_slots([Span(0, 2 * page_size + 1, 3 * page_size + 1),
+                           Span(1, 0, 2 * page_size)])
     with pytest.raises(OutOfPagesError):
         alloc.alloc_pages(3)
     assert torch.equal(table, table_before) and alloc.num_free_pages == 2
@@ -390,8 +395,8 @@ def test_store_then_gather_through_page_table(page_size):
     lengths = {row: 0 for row in range(4)}
     for step in range(8):
         # 先 prefill，再一个个 decode；整批一次分配
-        batch = [Span(row, lengths[row], lengths[row] + (rng.randint(1, 10) if step == 0 else 1))
-                 for row in range(4)]
+        n = [rng.randint(1, 10) if step == 0 else 1 for _ in range(4)]
+        batch = [Span(row, lengths[row], lengths[row] + n[row]) for row in range(4)]
         out_loc = alloc.alloc_slots(batch)
         n = sum(s.device_len - s.cached_len for s in batch)
         for layer in range(pool.num_layers):

@@ -39,7 +39,7 @@ class PageAllocator:
         # 空闲页栈：pop() 从末尾取，所以先发出 0、1、2……；还回来的页下一次最先被用到
         self._free: list[int] = list(range(num_pages - 1, -1, -1))
         self._refs: list[int] = [0] * num_pages  # 每页被几方持有；0 = 空闲
-        self._rows: list[list[int]] = [[] for _ in range(page_table.shape[0])]  # 每行的页，按顺序
+        self._rows: list[list[int]] = [[] for _ in range(len(page_table))]  # 每行的页，按顺序
 
     @property
     def num_free_pages(self) -> int:
@@ -106,21 +106,17 @@ class PageAllocator:
                 f"KV 池的页不够：这批 {len(plan)} 个请求共需要 {needed} 页，只剩 "
                 f"{len(self._free)} 页空闲（共 {self.num_pages} 页，每页 {ps} 个 token）"
             )
-        # 第二遍：页够了，从这里起不会再失败
-        in_page = torch.arange(ps, dtype=torch.int32)
-        parts = []
+        # 第二遍：页够了，从这里起不会再失败。槽位按规则在 CPU 上算，不读页表
+        rows, positions, slots = [], [], []
         for row, start, end in plan:
             pages = self._rows[row]
             pages += self.alloc_pages(self.pages_needed(start, end))
-            ids = torch.tensor(pages[start // ps:], dtype=torch.int32)  # 覆盖 [start, end) 的页
-            slots = (ids[:, None] * ps + in_page).flatten()
-            used, n = start % ps, end - start  # 第一页里已经用掉 used 个位置
-            parts.append(torch.stack([torch.full((n,), row, dtype=torch.int32),
-                                      torch.arange(start, end, dtype=torch.int32),
-                                      slots[used:used + n]]))
-        host = torch.cat(parts, dim=1) if parts else torch.empty(3, 0, dtype=torch.int32)
-        rows, positions, out_loc = self._to_device(host).unbind(0)
-        self.page_table[rows, positions] = out_loc
+            rows += [row] * (end - start)
+            positions += range(start, end)
+            slots += [pages[pos // ps] * ps + pos % ps for pos in range(start, end)]
+        host = torch.tensor([rows, positions, slots], dtype=torch.int32)  # [3, T]
+        row_ids, pos_ids, out_loc = self._to_device(host).unbind(0)
+        self.page_table[row_ids, pos_ids] = out_loc
         return out_loc
 
     def free_slots(self, row: int, end: int, *, start: int = 0) -> None:

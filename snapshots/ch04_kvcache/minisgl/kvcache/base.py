@@ -3,9 +3,7 @@
 KV 池是一排"槽位"（slot），每个槽位存一个 token 在某一层的 K 和 V。
 一个请求的第 pos 个 token 放在哪个槽位，由页表 ``page_table[req.table_idx, pos]`` 记录；
 池子本身不知道哪个槽位属于哪个请求，分配槽位是 PageAllocator 的事（allocator.py）。
-
-把接口单独写成抽象类，是因为后端和池子的实现会各自变化：第 17 章更快的注意力后端
-读的还是同一个池子；要换一种存法（例如 MLA 的压缩 KV），也只需要换池子。
+注意力后端只认这个接口，换一种存法（例如 MLA 的压缩 KV）只需要换池子。
 """
 
 from __future__ import annotations
@@ -20,7 +18,7 @@ class BaseKVCachePool(ABC):
 
     @abstractmethod
     def k_cache(self, layer_id: int) -> torch.Tensor:
-        """第 layer_id 层的 K，形状 [num_slots, local_kv_heads, head_dim]，是池子的视图（不是拷贝）。"""
+        """第 layer_id 层的 K，[num_slots, local_kv_heads, head_dim]，池子的视图（不是拷贝）。"""
 
     @abstractmethod
     def v_cache(self, layer_id: int) -> torch.Tensor:

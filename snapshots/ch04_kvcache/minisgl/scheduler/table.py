@@ -1,13 +1,12 @@
-"""页表的行与 token pool：每个正在运行的请求占一行。
+"""页表的行与 token 池（token pool）：每个正在运行的请求占一行。
 
-页表 ``page_table``（[max_running_reqs + 1, max_seq_len]，int32，Engine 在第 6 章创建）
-的第 row 行记录一个请求每个位置的 K/V 槽位。token pool 和它同形状，同一个 (row, pos)
-存的是那个位置的 token id。有了它，调度器在设备上就能按 (行, 位置) 取出一步要算的
-token（第 7 章），新采样出的 token 也直接写回设备上，不必每步从 CPU 拼一遍。
+页表 ``page_table``（[max_running_reqs + 1, max_seq_len]，int32）的第 row 行记录一个请求
+每个位置的 K/V 槽位；token 池和它同形状，同一个 (row, pos) 存那个位置的 token id。
+拼一批输入时，同一对 (行, 位置) 下标从页表取 out_loc、从 token 池取 input_ids；
+采样出的 token 直接写回 token 池，不必先拷回 CPU。
 
-行号就是 ``Req.table_idx``。请求开始时 allocate() 一行，结束时 free() 还回来；
-行数 max_running_reqs 就是同时运行的请求数上限。页表多出来的最后一行不发给请求，
-留给图捕获（第 18 章）补齐批次用的占位请求。
+行号就是 ``Req.table_idx``：请求开始时 allocate() 一行，结束时 free() 还回来。
+页表多出来的最后一行不发给请求。
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ class TableManager:
         assert max_running_reqs >= 1 and page_table.shape[0] >= max_running_reqs + 1
         self.max_running_reqs = max_running_reqs
         self.page_table = page_table
-        self.token_pool = torch.zeros_like(page_table)  # 同形状、同设备、int32
+        self.token_pool = torch.zeros_like(page_table)  # 同形状、同设备；0 是合法的 token id
         # 空闲行是一个栈：先发出 0、1、2……，还回来的行下一次最先被用到
         self._free_rows: list[int] = list(range(max_running_reqs - 1, -1, -1))
         self._in_use: list[bool] = [False] * max_running_reqs
