@@ -167,7 +167,7 @@ assert meta.kv_indices.tolist() == [[8, 9, 10, 11, 12, 13, 13, 13, 13],
 #
 # ??? note "深入：列表怎样到 GPU，而 CPU 不停下来等"
 #
-#     `seq_lens_k` 和每个请求的页表行号是 Python 列表，要先变成设备上的张量。`torch.tensor(list, device="cuda")` 从普通（可换页的）内存拷贝，CPU 要等这次拷贝做完才往下走，每步都在关键路径上停一下。`to_device` 在 CUDA 上先把列表放进页锁定（pinned）内存，再 `non_blocking=True` 拷贝：CPU 只是把拷贝排进流里就返回，同一条流上后面的内核一定在拷贝之后执行。临时的 pinned 张量在拷贝完成前被释放也没关系，PyTorch 的 pinned 内存分配器会等拷贝结束才复用那块内存。CPU 上两者完全一样，所以本书的输出不受影响；`tests/test_ch05_attention.py` 里有一个只在有 CUDA 时运行的测试，比较 GPU 和 CPU 上算出的元数据。
+#     `seq_lens_k` 和每个请求的页表行号是 Python 列表，要先变成设备上的张量。`torch.tensor(list, device="cuda")` 从普通（可换页的）内存拷贝，CPU 要等这次拷贝做完才往下走，每步都在关键路径上停一下。`to_device` 在 CUDA 上先把列表放进锁页（pinned）内存，再 `non_blocking=True` 拷贝：CPU 只是把拷贝排进流里就返回，同一条流上后面的内核一定在拷贝之后执行。临时的锁页张量在拷贝完成前被释放也没关系，PyTorch 的锁页内存分配器会等拷贝结束才复用那块内存。CPU 上两者完全一样，所以本书的输出不受影响；`tests/test_ch05_attention.py` 里有一个只在有 CUDA 时运行的测试，比较 GPU 和 CPU 上算出的元数据。
 #
 #     上游 mini-sglang 的 FlashAttention 后端也是这样把长度列表交给 GPU 的。
 

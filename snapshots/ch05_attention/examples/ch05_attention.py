@@ -160,7 +160,7 @@ def section_random(data: RandomKV) -> None:
         assert error < 1e-5 and meta.single_query and not meta.causal_masks
         for r in reqs:
             r.complete_one()
-    print("  补齐的 key 读的是同一请求最后一个 key 的槽位（写过的），所以池子里的 nan 从没被读到。")
+    print("  补齐的 key 读的是同一请求最后一个 key 的槽位（写过的），KV 池里的 NaN 从没被读到。")
     print()
 
 

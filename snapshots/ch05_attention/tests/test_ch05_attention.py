@@ -325,9 +325,9 @@ def test_create_attention_backend():
         create_attention_backend("flashinfer", pool, table)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="没有 CUDA：元数据经 pinned 内存拷到 GPU 的路径只在 GPU 上测")
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="没有 CUDA：这条路径只在 GPU 上测")
 def test_metadata_on_cuda_matches_cpu():
-    """CUDA 上列表经页锁定内存、non_blocking 拷过去；结果与 CPU 上逐项相同。"""
+    """CUDA 上列表经锁页内存、non_blocking 拷过去；结果与 CPU 上逐项相同。"""
     results = []
     for device in ("cpu", "cuda"):
         table = torch.arange(4 * 16, dtype=torch.int32, device=device).view(4, 16)

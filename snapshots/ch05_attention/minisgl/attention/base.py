@@ -38,7 +38,7 @@ class BaseAttnBackend(ABC):
     def forward(
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer_id: int, batch: Batch
     ) -> torch.Tensor:
-        """q: [T, hq, d]，k/v: [T, hkv, d]，T 是这一步全部请求的 token 数（按 padded_reqs 顺序拼接）。
+        """q: [T, hq, d]，k/v: [T, hkv, d]。T 是这一步全部请求的 token 数，按 padded_reqs 顺序拼接。
 
         先把 k/v 存进第 layer_id 层的 KV 池，再做注意力；返回 [T, hq, d]，顺序与 q 相同。
         """

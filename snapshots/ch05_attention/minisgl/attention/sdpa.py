@@ -43,7 +43,7 @@ def causal_mask_bottom_right(
 def to_device(values: list[int], device: torch.device) -> torch.Tensor:
     """把一个 Python 整数列表交给设备。
 
-    CUDA 上先放进页锁定（pinned）的主机内存，再 non_blocking 拷贝：CPU 不等拷贝完成就往下走，
+    CUDA 上先放进锁页（pinned）内存，再 non_blocking 拷贝：CPU 不等拷贝完成就往下走，
     拷贝排在同一条流上、在用到它的内核之前完成。直接 torch.tensor(list, device="cuda")
     会让 CPU 停下来等这次拷贝。CPU 上两者一样，直接建张量。
     """
