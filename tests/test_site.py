@@ -3,7 +3,9 @@
 (a) 转换器的单元测试，用测试里现造的小 notebook；
 (b) 在真仓库上 `mkdocs build --strict`（有没有章节 notebook 都要能过），以及在仓库网站文件的临时副本
     里放一个假的「执行过的」章节，整站构建一遍；
-(c) 用无头 Chromium 打开构建出的章节页，检查 JS 运行之后的 DOM，并截图留给人看。
+(c) 用无头 Chromium 打开构建出的章节页，检查 JS 运行之后的 DOM，并截图留给人看；
+(d) 在 1280 px 宽的 Chromium 里（playwright 驱动系统的 chromium）量版面：不超过 100 列的代码块不横向滚动，
+    图上的字（正文里或点开放大后）不小于 12 px，表格里的标识符不从中间断开；首页的写作进度、术语表的锚点。
 """
 
 from __future__ import annotations
@@ -226,6 +228,22 @@ def test_build_pages_writes_executed_removes_stale_skips_the_rest(tmp_path):
 # ---------------------------------------------------------------- (b) mkdocs build --strict
 
 
+MILESTONE = """---
+stage: 阶段一 · 算得对
+---
+
+# 里程碑探针
+
+<!-- minibook:stage-stats -->
+
+<!-- minibook:output 0 milestone -->
+
+<!-- minibook:output 6 milestone -->
+
+- [ ] 跑一遍 `python tools/steps.py check 6`
+"""
+
+
 def mkdocs_build(root: Path, site_dir: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(site_dir)],
@@ -255,7 +273,13 @@ def fake_site(tmp_path_factory):
     shutil.copytree(REPO / "practice", root / "practice",
                     ignore=shutil.ignore_patterns("__pycache__", "workspace", ".progress.json"))
     write_manifest(root)
-    nbformat.write(fake_chapter(), root / "chapters" / "ch00_tiny_engine.ipynb")
+    shutil.copytree(REPO / "snapshots", root / "snapshots")  # 阶段页的计数从快照算
+    nb = fake_chapter()
+    nb.cells[4].metadata["tags"] = ["milestone"]  # 里程碑探针页引用这个单元的输出
+    nbformat.write(nb, root / "chapters" / "ch00_tiny_engine.ipynb")
+    (root / "docs" / "milestone-probe.md").write_text(MILESTONE, encoding="utf-8")
+    (root / "docs" / "layout-probe.md").write_text(PROBE, encoding="utf-8")  # (d) 量版面用
+    (root / "docs" / "assets" / "probe-diagram.svg").write_text(PROBE_SVG, encoding="utf-8")
     mkdocs_build(root, root / "site")
     return root / "site"
 
@@ -362,3 +386,257 @@ def test_practice_pages_come_from_the_exercise_manifest():
     index = practice.index_page()
     for ex in items:
         assert f"({'../'}{practice.page_uri(ex)})" in index
+
+
+# ---------------------------------------------------------------- (d) 版面：1280 px 宽的 Chromium 里量出来
+#
+# 量的是版面本身（代码块会不会横向滚动、图上的字多大、表格里的标识符会不会从中间断开），
+# 先在假站点里一页专门造的「探针」页上量（不依赖任何章节的文字），再在真站点的每个章节页上量。
+
+LAYOUT_WIDTH = 1280
+ASCII_100 = ("x = f(a, b) + g(c, d)  # " * 5)[:100]                     # 正好 100 列
+CJK_100 = ("y = compute(x)" + " " * 80)[:80] + "# 中文注释，共九个字"   # 80 列 ASCII + 9 个汉字和标点（每个按 2 列算）
+WIDE_140 = "z" * 140
+PROBE = f"""# 版面探针
+
+```python title="minisgl/probe.py · listing"
+{ASCII_100}
+{CJK_100}
+```
+
+<div class="nb-output nb-stdout" markdown>
+
+```text title="输出"
+{ASCII_100}
+```
+
+</div>
+
+```text title="超过 100 列的输出：横向滚动，不折行"
+{WIDE_140}
+```
+
+| 层 | 名字 | 形状 | 说明 | 公式 | 类 |
+| --- | --- | --- | --- | --- | --- |
+| 1 | `post_attention_layernorm` | `[max_running_req + 1, max_seq_len]` | 窄 | `hidden_size // num_attention_heads` | `LinearColParallelMerged` |
+| 2 | `tie_word_embeddings` | `[2048, 1024]` | 窄 | `div_ceil(vocab, size)` | `VocabParallelEmbedding` |
+
+![一张比正文列宽、字是 12 px 的图](assets/probe-diagram.svg)
+"""
+PROBE_SVG = ('<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 1400 300" width="1400" height="300">'
+             '<rect width="1400" height="300" fill="#e8eaf6"/>'
+             '<text x="20" y="40" font-size="12">12 px 的说明文字</text>'
+             '<text x="20" y="120" font-size="30">标题</text></svg>\n')
+
+
+def display_cols(line: str) -> int:
+    """终端里的显示宽度：东亚宽字符算 2 列。"""
+    import unicodedata
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in line)
+
+
+def test_probe_lines_are_what_they_claim():
+    assert display_cols(ASCII_100) == 100 and display_cols(CJK_100) == 100 and display_cols(WIDE_140) == 140
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if CHROMIUM is None:
+        pytest.skip("没有安装 chromium（Debian：apt-get install chromium），跳过浏览器测试")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        yield b
+        b.close()
+
+
+@pytest.fixture()
+def tab(browser):
+    page = browser.new_page(viewport={"width": LAYOUT_WIDTH, "height": 900})
+    yield page
+    page.close()
+
+
+# 每个 <pre>：最长一行的显示列数（东亚宽字符算 2 列），以及代码是否横向滚动
+PRE_JS = r"""() => [...document.querySelectorAll('.md-content pre')].map(p => {
+  const code = p.querySelector('code') || p;
+  const lines = code.textContent.replace(/\n$/, '').split('\n');
+  const wide = c => /[\u1100-\u115f\u2e80-\ua4cf\uac00-\ud7a3\uf900-\ufaff\ufe30-\ufe4f\uff00-\uff60\uffe0-\uffe6]/.test(c);
+  const cols = Math.max(...lines.map(l => [...l].reduce((n, c) => n + (wide(c) ? 2 : 1), 0)));
+  return {cols, scrolls: code.scrollWidth > code.clientWidth + 1, head: lines[0].slice(0, 40)};
+})"""
+
+# 表格里的行内代码：换行发生在两个都不是空白（也不是汉字）的字符之间，就是把一个词从中间断开了
+BROKEN_JS = r"""() => {
+  const bad = [], soft = c => /\s|[\u2e80-\u9fff\uff00-\uffef]/.test(c);
+  for (const code of document.querySelectorAll('.md-content td code, .md-content th code')) {
+    const walker = document.createTreeWalker(code, NodeFilter.SHOW_TEXT);
+    let top = null, prev = ' ';
+    for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+      for (let i = 0; i < n.length; i++) {
+        const r = document.createRange(); r.setStart(n, i); r.setEnd(n, i + 1);
+        const rects = r.getClientRects();
+        if (!rects.length) continue;
+        const c = n.data[i];
+        if (top !== null && rects[0].top > top + 2 && !soft(c) && !soft(prev)) bad.push(code.textContent);
+        top = rects[0].top; prev = c;
+      }
+    }
+  }
+  return bad;
+}"""
+
+SVG_MIN_FONT_JS = r"""() => Math.min(...[...document.querySelectorAll('text, tspan')]
+  .filter(t => t.textContent.trim()).map(t => parseFloat(getComputedStyle(t).fontSize)))"""
+
+
+def listings(tab, url: str) -> list[dict]:
+    tab.goto(url)
+    return tab.evaluate(PRE_JS)
+
+
+def diagram_text_px(browser, tab, url: str) -> list[tuple[str, float, float]]:
+    """页面上每张 SVG 图：(文件名, 正文里最小的字号 px, 点开放大后最小的字号 px)。"""
+    tab.goto(url)
+    imgs = tab.evaluate("""() => [...document.querySelectorAll('.md-content img')]
+        .filter(i => i.src.endsWith('.svg'))
+        .map(i => ({src: i.src, w: i.getBoundingClientRect().width, nw: i.naturalWidth}))""")
+    out = []
+    for k, img in enumerate(imgs):
+        svg = browser.new_page()
+        svg.goto(img["src"])
+        font = svg.evaluate(SVG_MIN_FONT_JS)
+        svg.close()
+        inline = font * img["w"] / img["nw"]
+        zoomed = 0.0
+        link = tab.locator(".md-content img[src$='.svg']").nth(k)
+        if tab.evaluate("i => !!i.closest('a.nb-zoom')", link.element_handle()):
+            link.click()
+            big = tab.locator(".nb-zoom-overlay img")
+            big.wait_for()
+            zoomed = font * big.evaluate("i => i.getBoundingClientRect().width / i.naturalWidth")
+            tab.keyboard.press("Escape")
+            assert tab.locator(".nb-zoom-overlay").count() == 0, "Esc 没有关掉放大的图"
+        out.append((img["src"].rsplit("/", 1)[-1], inline, zoomed))
+    return out
+
+
+def real_chapter_urls(real_site) -> list[str]:
+    pages = sorted((real_site / "chapters").glob("*/index.html"))
+    if not pages:
+        pytest.skip("chapters/ 里还没有执行过的章节 notebook，没有章节页可量")
+    return [p.as_uri() for p in pages]
+
+
+def test_probe_listings_fit_at_1280(fake_site, tab):
+    pres = listings(tab, (fake_site / "layout-probe" / "index.html").as_uri())
+    assert [p["cols"] for p in pres] == [100, 100, 140]
+    assert [p["scrolls"] for p in pres] == [False, False, True], \
+        f"{LAYOUT_WIDTH} px 宽时 100 列的代码块应当放得下、140 列的应当横向滚动：{pres}"
+
+
+def test_real_listings_fit_at_1280(real_site, tab):
+    fit, scrolling = 0, []
+    for url in real_chapter_urls(real_site):
+        for p in listings(tab, url):
+            if p["cols"] <= 100:
+                fit += 1
+                if p["scrolls"]:
+                    scrolling.append((url.rsplit("/", 2)[-2], p["cols"], p["head"]))
+    print(f"{LAYOUT_WIDTH} px：不超过 100 列的代码块 {fit} 个，横向滚动的 {len(scrolling)} 个")
+    assert fit and not scrolling, f"不超过 100 列、却要横向滚动的代码块：{scrolling}"
+
+
+def test_probe_table_code_not_broken_mid_word(fake_site, tab):
+    tab.goto((fake_site / "layout-probe" / "index.html").as_uri())
+    assert tab.evaluate(BROKEN_JS) == []
+
+
+def test_real_table_code_not_broken_mid_word(real_site, tab):
+    bad = {}
+    for url in real_chapter_urls(real_site):
+        tab.goto(url)
+        if broken := tab.evaluate(BROKEN_JS):
+            bad[url.rsplit("/", 2)[-2]] = broken
+    assert not bad, f"表格里被从中间断开的标识符：{bad}"
+
+
+def test_probe_diagram_opens_big_enough(browser, fake_site, tab):
+    [(name, inline, zoomed)] = diagram_text_px(browser, tab, (fake_site / "layout-probe" / "index.html").as_uri())
+    assert inline < 12 <= zoomed, (name, inline, zoomed)  # 正文里缩小了，点开以后够大
+
+
+def test_real_diagram_text_at_least_12px(browser, real_site, tab):
+    small = []
+    for url in real_chapter_urls(real_site):
+        for name, inline, zoomed in diagram_text_px(browser, tab, url):
+            print(f"{name}: 正文里最小 {inline:.1f} px，点开 {zoomed:.1f} px")
+            if max(inline, zoomed) < 12:
+                small.append((name, round(inline, 1), round(zoomed, 1)))
+    assert not small, f"正文里和点开以后，最小的字都不到 12 px 的图：{small}"
+
+
+def test_home_shows_written_chapters(fake_site):
+    """首页的「写作进度」从清单和执行过的 notebook 生成：假站点里只有第 0 章。"""
+    home = (fake_site / "index.html").read_text(encoding="utf-8")
+    chapters = load_manifest(REPO / "chapters" / "manifest.toml")
+    assert f"写作进度：现在可读 1 章，共 {len(chapters)} 章" in home
+    box = home.split("写作进度")[1].split("</div>")[0]
+    assert 'href="chapters/ch00_tiny_engine/"' in box and "核心数据结构" not in box
+    assert "阶段一 · 算得对" in box  # 还没动笔的阶段列在后面
+
+
+def test_glossary_in_nav_with_ascii_anchors(fake_site):
+    text = (REPO / "docs" / "glossary.md").read_text(encoding="utf-8")
+    heads = re.findall(r"^### (.+)$", text, re.M)
+    assert len(heads) >= 30
+    bad = [h for h in heads if not re.search(r"\{ #[a-z0-9-]+ \}$", h)]
+    assert not bad, f"术语表的条目都要有 ASCII 锚点 {{ #kv-pool }}：{bad}"
+    ids = re.findall(r"\{ #([a-z0-9-]+) \}", text)
+    assert len(ids) == len(set(ids))
+    html = (fake_site / "glossary" / "index.html").read_text(encoding="utf-8")
+    assert all(f'id="{i}"' in html for i in ids)
+    home = (fake_site / "index.html").read_text(encoding="utf-8")
+    assert 'href="glossary/"' in home  # 导航里有术语表
+    # 「第 N 章引入」：有页面的章节链接过去（假站点里只有第 0 章），没有页面的不留坏链接
+    assert '<a href="../chapters/ch00_tiny_engine/">第 0 章</a>' in html
+    assert "第 4 章" in html and "ch04_kvcache" not in html
+
+
+def test_broken_anchor_fails_strict_build(fake_site, tmp_path):
+    """拼错的术语表锚点让 `mkdocs build --strict` 失败（mkdocs.yml 的 validation.anchors）。"""
+    root = fake_site.parent
+    bad = root / "docs" / "typo.md"
+    bad.write_text("# 拼错\n\n[KV 池](glossary.md#kv-poool)\n", encoding="utf-8")
+    try:
+        proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "s")],
+                              cwd=root, capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    finally:
+        bad.unlink()
+    assert proc.returncode != 0 and "kv-poool" in proc.stdout + proc.stderr
+
+
+def test_milestone_markers(fake_site):
+    """阶段页（里程碑页）的标记：计数表从快照算，运行结果引用执行过的 notebook 里带标签的单元，检查清单可勾选。"""
+    html = (fake_site / "milestone-probe" / "index.html").read_text(encoding="utf-8")
+    chapters = [ch for ch in load_manifest(REPO / "chapters" / "manifest.toml")
+                if ch.stage == "阶段一 · 算得对" and not ch.planned]
+    from minibook.chapters import changes
+    for ch in chapters:
+        assert f"{ch.title}</td>" in html or f"{ch.title}</a></td>" in html
+    last = changes(chapters[-1].number, load_manifest(REPO / "chapters" / "manifest.toml"))
+    assert f"<td style=\"text-align: right;\">{last.count()}</td>" in html  # 到最后一章为止 minisgl/ 的文件数
+    assert "The capital of France is Paris." in html and 'class="nb-output nb-stdout"' in html
+    assert "第 6 章的 notebook 执行过以后" in html  # 假站点里没有第 6 章的 notebook：放一句说明，不报错
+    assert 'type="checkbox"' in html and "task-list" in html
+
+
+def test_tagged_outputs_errors(tmp_path):
+    write_manifest(tmp_path)
+    ch = load_manifest(tmp_path / "chapters" / "manifest.toml")[0]
+    with pytest.raises(site.NotebookError, match="不存在或还没执行"):
+        site.tagged_outputs(tmp_path, ch, "milestone")
+    nbformat.write(fake_chapter(), tmp_path / "chapters" / f"{ch.name}.ipynb")
+    with pytest.raises(site.NotebookError, match="没有带「milestone」标签"):
+        site.tagged_outputs(tmp_path, ch, "milestone")

@@ -9,10 +9,14 @@
   on_post_build 把它的运行时文件拷进 site/assets/pyodide/（不进 docs/，不进 git）；
   编辑框和评测由 docs/assets/practice-runner.js、practice-worker.js 完成。
 - on_pre_build：把 chapters/ 下执行过的 notebook 转成 docs/chapters/*.md（minibook.site）。
-- on_page_markdown：把页面里的标记换成从清单生成的表——
-  `<!-- minibook:plan -->`（全书章节计划）和 `<!-- minibook:chapters -->`（本阶段的章节），
-  还没有页面的章节写「待写」，不加链接。front matter 写了 `notebook: 路径` 的页面（阶段的里程碑页），
-  `<!-- minibook:notebook -->` 换成那个执行过的 notebook 转出的 Markdown（与章节页同一个转换）。
+- on_page_markdown：把页面里的标记换成从清单生成的内容——
+  `<!-- minibook:plan -->`（全书章节计划）、`<!-- minibook:chapters -->`（本阶段的章节）和
+  `<!-- minibook:progress -->`（首页上「现在能读哪几章」的一段），还没有页面的章节写「待写」，不加链接；
+  阶段页（里程碑页）还能用 `<!-- minibook:stage-stats -->`（这一阶段每章的文件计数、代码行、测试数，
+  从快照算出来）和 `<!-- minibook:output N 标签 -->`（第 N 章执行过的 notebook 里带这个标签的单元的
+  输出：同一次真实运行，不另外跑）。
+- on_page_content：正文里的每张 SVG 图包进一个指向原图的链接（class="nb-zoom"），
+  docs/assets/zoom.js 让它点一下在浮层里放大：正文列里缩小了的图，字也能看清。
 """
 
 from __future__ import annotations
@@ -20,14 +24,15 @@ from __future__ import annotations
 import logging
 import os
 import posixpath
+import re
 from pathlib import Path
 
-import nbformat
 from mkdocs.exceptions import PluginError
 from mkdocs.plugins import event_priority
 from mkdocs.structure.files import File
 from mkdocs.utils.meta import get_data
 
+from minibook import chapters as chapters_mod
 from minibook import practice, pyodide
 from minibook import site as book
 from minibook.chapters import Chapter, ChapterError, load_manifest
@@ -37,9 +42,14 @@ log = logging.getLogger("mkdocs.hooks.minibook")
 STAGES_DIR = "stages"
 PLAN_MARKER = "<!-- minibook:plan -->"
 STAGE_MARKER = "<!-- minibook:chapters -->"
-NOTEBOOK_MARKER = "<!-- minibook:notebook -->"
 RUNNER_JS = "assets/practice-runner.js"  # 它旁边的 practice-worker.js 从 assets/pyodide/ 加载 Pyodide
 PYODIDE_SITE_DIR = "assets/pyodide"
+ZOOM_JS = "assets/zoom.js"  # 点图放大的浮层
+PROGRESS_MARKER = "<!-- minibook:progress -->"
+STATS_MARKER = "<!-- minibook:stage-stats -->"
+# <!-- minibook:output 6 milestone -->：第 6 章执行过的 notebook 里带 milestone 标签的单元的输出
+OUTPUT_MARKER = re.compile(r"<!-- minibook:output (\d+) ([\w-]+) -->")
+GLOSSARY = "glossary.md"  # 术语表：手写的页面，导航里在各阶段之后、练习之前；章节页在术语第一次出现时链接到它的锚点
 
 _state: dict = {}  # 本次构建：chapters, available (章号集合), stage_pages, generated
 
@@ -112,10 +122,13 @@ def on_config(config):
             stage_pages[stage] = index
         nav.append({stage: [index] + [{nav_title(ch): book.page_uri(ch)}
                                        for ch in members if ch.number in available]})
+    nav.append({"术语表": GLOSSARY})
     runtime = _practice_section(config, nav, generated)
     config.nav = nav
+    if ZOOM_JS not in [str(js) for js in config.extra_javascript]:
+        config.extra_javascript.append(ZOOM_JS)
     _state.update(chapters=chapters, available=available, stage_pages=stage_pages, generated=generated,
-                  pyodide=runtime, root=root)
+                  pyodide=runtime)
 
     # mkdocs-material 的 search 把 jieba 词典路径当作相对当前目录；这里改成相对 mkdocs.yml
     for plugin in config.plugins.values():
@@ -189,27 +202,94 @@ def stage_table(page, stage: str) -> str:
     return "\n".join(rows)
 
 
-def notebook_section(page) -> str:
-    """front matter 里 `notebook:` 指向的执行过的 notebook → Markdown（不能带图片输出）。"""
-    rel = page.meta.get("notebook")
-    if not rel:
-        raise PluginError(f"{page.file.src_uri} 用了 {NOTEBOOK_MARKER}，但 front matter 里没有 notebook")
-    path = _state["root"] / str(rel)
-    nb = nbformat.read(path, as_version=4) if path.is_file() else None
-    if nb is None or not book.is_executed(nb):
-        raise PluginError(f"{page.file.src_uri} 要的 {rel} 不存在或还没执行")
+def _ranges(numbers: list[int]) -> str:
+    """[0, 1, 2, 3, 5] -> "第 0–3、5 章"。"""
+    parts, start = [], None
+    for i, n in enumerate(numbers):
+        if start is None:
+            start = n
+        if i + 1 == len(numbers) or numbers[i + 1] != n + 1:
+            parts.append(f"{start}" if start == n else f"{start}–{n}")
+            start = None
+    return f"第 {'、'.join(parts)} 章"
+
+
+def progress(page) -> str:
+    """首页上的一段：现在可读的章节（有执行过的 notebook 的），按阶段列出，带链接；其余待写。"""
+    chapters, available = _state["chapters"], _state["available"]
+    ready = [ch for ch in chapters if ch.number in available]
+    if not ready:
+        return "!!! info \"写作进度\"\n\n    还没有写好的章节：下面的计划表里每一章都是「待写」。\n"
+    lines = [f"!!! info \"写作进度：现在可读 {len(ready)} 章，共 {len(chapters)} 章\"", ""]
+    for stage, members in _by_stage(chapters).items():
+        done = [ch for ch in members if ch.number in available]
+        if done:
+            links = "、".join(_chapter_cell(page, ch) for ch in done)
+            rest = len(members) - len(done)
+            tail = f"（本阶段还有 {rest} 章待写）" if rest else ""
+            lines.append(f"    - **{stage}**（{_ranges([ch.number for ch in done])}）：{links}{tail}")
+    todo = [stage for stage, members in _by_stage(chapters).items() if not any(ch.number in available for ch in members)]
+    if todo:
+        lines += ["", f"    还没有动笔的阶段：{'、'.join(todo)}。"]
+    return "\n".join(lines) + "\n"
+
+
+def _tree_numbers(number: int) -> tuple[int, int]:
+    """第 N 章的树里：minisgl/ 的非空代码行数，tests/ 里的测试函数个数。"""
+    lines = tests = 0
+    for rel, src in chapters_mod.tree_sources(number, _state["chapters"]).items():
+        text = (src.snapshot / rel).read_text(encoding="utf-8", errors="replace")
+        if rel.startswith("minisgl/") and rel.endswith(".py"):
+            lines += sum(1 for line in text.splitlines() if line.strip())
+        elif rel.startswith("tests/") and rel.endswith(".py"):
+            tests += len(re.findall(r"^\s*def test_", text, re.M))
+    return lines, tests
+
+
+def stage_stats(page, stage: str) -> str:
+    """阶段页上的表：这一阶段每一章新建、修改、提前引入了几个文件，到这一章为止 minisgl/ 的文件数、
+    代码行和树里的测试数。全部从快照算出来。"""
+    members = [ch for ch in _by_stage(_state["chapters"]).get(stage, []) if not ch.planned]
+    if not members:
+        raise PluginError(f"{page.file.src_uri} 用了 {STATS_MARKER}，但阶段「{stage}」还没有写好的章节")
+    rows = ["| 章 | 新建 | 修改 | 提前引入 | minisgl/ 的文件 | minisgl/ 的代码行 | 树里的测试 |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for ch in members:
+        c = chapters_mod.changes(ch.number, _state["chapters"])
+        lines, tests = _tree_numbers(ch.number)
+        rows.append(f"| {_chapter_cell(page, ch)} | {c.count('new')} | {c.count('changed')} | {c.count('early')} "
+                    f"| {c.count()} | {lines:,} | {tests} |")
+    return "\n".join(rows)
+
+
+def tagged_output(root: Path, number: int, tag: str) -> str:
     try:
-        rendered = book.render(nb, path.stem, source_hint=str(rel))
+        ch = next(ch for ch in _state["chapters"] if ch.number == number)
+        return book.tagged_outputs(root, ch, tag)
+    except StopIteration:
+        raise PluginError(f"{OUTPUT_MARKER.pattern}：清单里没有第 {number} 章") from None
     except book.NotebookError as e:
-        raise PluginError(str(e)) from None
-    if rendered.files:
-        raise PluginError(f"{rel} 有图片输出：嵌进页面的 notebook 只能有文本和 Markdown 输出")
-    return rendered.markdown
+        if not book.notebook_path(root, ch).is_file() or ch.number not in _state["available"]:
+            # 那一章的 notebook 还没执行：页面照常生成，这里放一句说明（章节页这时也还没有）
+            log.info(f"阶段页引用的输出暂缺：{e}")
+            return (f'!!! note "这里是第 {number} 章的运行结果"\n\n'
+                    f"    第 {number} 章的 notebook 执行过以后，这里显示它的真实输出。\n")
+        raise PluginError(f"阶段页引用的输出：{e}") from None
+
+
+def link_chapters(page, markdown: str) -> str:
+    """术语表里的「第 N 章」：那一章已经有页面时链接过去（还没有页面的照原样，不留坏链接）。"""
+    by_number = {ch.number: ch for ch in _state["chapters"]}
+
+    def link(m: re.Match) -> str:
+        ch = by_number.get(int(m.group(1)))
+        if ch is None or ch.number not in _state["available"]:
+            return m.group(0)
+        return f"[{m.group(0)}]({_link(page, book.page_uri(ch))})"
+    return re.sub(r"(?<!\[)第 (\d+) 章", link, markdown)
 
 
 def on_page_markdown(markdown, page, config, files):
-    if NOTEBOOK_MARKER in markdown:  # 先展开 notebook：它的文字里也可以有下面的标记
-        markdown = markdown.replace(NOTEBOOK_MARKER, notebook_section(page))
     if PLAN_MARKER in markdown:
         markdown = markdown.replace(PLAN_MARKER, plan_table(page))
     if STAGE_MARKER in markdown:
@@ -217,4 +297,31 @@ def on_page_markdown(markdown, page, config, files):
         if not stage:
             raise PluginError(f"{page.file.src_uri} 用了 {STAGE_MARKER}，但 front matter 里没有 stage")
         markdown = markdown.replace(STAGE_MARKER, stage_table(page, str(stage)))
+    if PROGRESS_MARKER in markdown:
+        markdown = markdown.replace(PROGRESS_MARKER, progress(page))
+    if STATS_MARKER in markdown:
+        stage = page.meta.get("stage")
+        if not stage:
+            raise PluginError(f"{page.file.src_uri} 用了 {STATS_MARKER}，但 front matter 里没有 stage")
+        markdown = markdown.replace(STATS_MARKER, stage_stats(page, str(stage)))
+    if page.file.src_uri == GLOSSARY:
+        markdown = link_chapters(page, markdown)
+    root = _root(config)
+    markdown = OUTPUT_MARKER.sub(lambda m: tagged_output(root, int(m.group(1)), m.group(2)), markdown)
     return markdown
+
+
+_SVG_IMG = re.compile(r'(<a\b[^>]*>\s*)?(<img\b[^>]*\bsrc="([^"]+\.svg)"[^>]*>)')
+
+
+def zoomable(html: str) -> str:
+    """每张还没被链接包住的 SVG 图，包进 <a class="nb-zoom" href="原图">。"""
+    def wrap(m: re.Match) -> str:
+        if m.group(1):  # 作者自己给图加了链接：不动
+            return m.group(0)
+        return f'<a class="nb-zoom" href="{m.group(3)}" title="点击放大">{m.group(2)}</a>'
+    return _SVG_IMG.sub(wrap, html)
+
+
+def on_page_content(html, page, config, files):
+    return zoomable(html)

@@ -41,4 +41,4 @@ def shard_kv_weight(
     heads = kv_heads_of_rank(num_kv_heads, tp_size, tp_rank)
     # 一个 rank 的头总是连续的一段，直接切行，再拷成独立的一块
     start, end = heads[0] * head_dim, (heads[-1] + 1) * head_dim
-    return weight[start:end].contiguous()
+    return weight[start:end].clone()  # 拷一份：连续，且不是完整权重的视图

@@ -192,12 +192,18 @@ def check_tp_mlp(mod, x, gate, up, down, size) -> None:
     context = f"x{tuple(x.shape)}、gate/up{tuple(gate.shape)}、down{tuple(down.shape)}、{x.dtype}，size={size}"
     calls: list[tuple[torch.Tensor, torch.Tensor]] = []
     original = mod.rank_mlp
+    marks: list[torch.Tensor] = []
+    mark_gen = torch.Generator().manual_seed(size * 1000 + x.shape[0])
 
     def spy(x_, gate_up_local, down_local):
+        # 数一数 tp_mlp 对哪些 rank 调用了 rank_mlp；再在每份部分和上加一个记号：
+        # tp_mlp 真把部分和加起来了，结果里就正好多出所有记号之和
         calls.append((gate_up_local.detach().clone(), down_local.detach().clone()))
-        return original(x_, gate_up_local, down_local)
+        mark = torch.randn(x.shape[0], down_local.shape[0], generator=mark_gen, dtype=torch.float64)
+        marks.append(mark)
+        return original(x_, gate_up_local, down_local) + mark.to(x.dtype)
 
-    mod.rank_mlp = spy  # 数一数 tp_mlp 对哪些 rank 调用了 rank_mlp
+    mod.rank_mlp = spy
     try:
         got = mod.tp_mlp(x, gate, up, down, size)
     finally:
@@ -208,10 +214,32 @@ def check_tp_mlp(mod, x, gate, up, down, size) -> None:
     except CheckFailed as e:
         raise CheckFailed(f"{e}\n  输入：{context}") from None
     atol, rtol = tolerance(x.dtype)
+    check(
+        len(calls) > 0,
+        f"{call} 一次也没有调用 rank_mlp：这道题要的是“每个 rank 调用 rank_mlp、只用自己的权重算部分和，"
+        "再把部分和加起来”，不是直接算完整的 MLP",
+    )
+    full = ref_mlp(x, gate, up, down)
+    marked = full + sum(marks[1:], marks[0])
+    if not torch.allclose(got.double(), marked, atol=atol, rtol=rtol):
+        if torch.allclose(got.double(), full, atol=atol, rtol=rtol):
+            check(
+                False,
+                f"{call} 的返回值不是各 rank 的 rank_mlp 返回值之和。\n"
+                "  测试在每个 rank_mlp 的返回值上加了一个记号，你的结果里没有这些记号："
+                "部分和被丢掉了，结果是别的办法算出来的。\n"
+                "  tp_mlp 要把每个 rank 的部分和加起来（模拟 all-reduce）作为结果",
+            )
+        try:
+            check_close(got.double(), marked, f"{call} 的返回值", atol=atol, rtol=rtol)
+        except CheckFailed as e:
+            raise CheckFailed(
+                f"{e}\n  输入：{context}\n  它应该是各 rank 的 rank_mlp 返回值之和（加起来等于不切的 MLP）"
+            ) from None
+    # 不加记号再跑一次：加起来等于不切的 MLP
+    got = mod.tp_mlp(x, gate, up, down, size)
     try:
-        check_close(
-            got.double(), ref_mlp(x, gate, up, down), f"{call} 的返回值", atol=atol, rtol=rtol
-        )
+        check_close(got.double(), full, f"{call} 的返回值", atol=atol, rtol=rtol)
     except CheckFailed as e:
         raise CheckFailed(f"{e}\n  输入：{context}\n  它应该等于不切的 MLP") from None
 

@@ -10,12 +10,17 @@ SPLIT_DIM1 = {"o_proj", "down_proj"}  # 行并行：按输入维（第 1 维）�
 SPLIT_VOCAB = {"embed_tokens", "lm_head"}  # 按词表切，最后补零
 
 
+def _own(piece: torch.Tensor) -> torch.Tensor:
+    """拷成一块独立的连续内存。切片（哪怕已经连续）只是完整张量的视图，交出去会让完整张量一直活着。"""
+    return piece.clone(memory_format=torch.contiguous_format)
+
+
 def _even_slice(value: torch.Tensor, dim: int, rank: int, size: int, key: str) -> torch.Tensor:
     n = value.shape[dim]
     if n % size != 0:
         raise ValueError(f"{key}：第 {dim} 维的 {n} 不能被 TP size {size} 整除")
     per = n // size
-    return value.narrow(dim, rank * per, per).contiguous()
+    return _own(value.narrow(dim, rank * per, per))
 
 
 def _kv_slice(
@@ -36,7 +41,7 @@ def _kv_slice(
         # 相邻的 size // num_kv_heads 个 rank 共用一个头
         local = 1
         first_head = rank // (size // num_kv_heads)
-    return value[first_head * head_dim : (first_head + local) * head_dim].contiguous()
+    return _own(value[first_head * head_dim : (first_head + local) * head_dim])
 
 
 def _vocab_slice(value: torch.Tensor, rank: int, size: int) -> torch.Tensor:
@@ -47,7 +52,7 @@ def _vocab_slice(value: torch.Tensor, rank: int, size: int) -> torch.Tensor:
     if end - start < per:  # 词表除不尽：末尾的 rank 补零行，凑满 per 行
         pad = value.new_zeros((per - (end - start), *value.shape[1:]))
         part = torch.cat([part, pad], dim=0)
-    return part.contiguous()
+    return _own(part)
 
 
 def shard_tensor(

@@ -134,6 +134,23 @@ def guess(got: torch.Tensor, key, value, rank, size, num_kv_heads) -> str:
     return ""
 
 
+def check_owns_memory(got: torch.Tensor, value: torch.Tensor, call: str) -> None:
+    """切出来的一块要是独立的内存：不是 value 的视图，也不是别的大张量的视图。"""
+    storage = got.untyped_storage()
+    check(
+        storage.data_ptr() != value.untyped_storage().data_ptr(),
+        f"{call} 的返回值和传进来的 value 共用同一块内存：它是 value 的一个视图（view）。\n"
+        "  切片哪怕已经连续（按行切的一段就是），也只是完整张量的视图：交出去以后，完整张量的存储"
+        "（从文件读出的整段数据）就跟着它一直活着。要拷成一块独立的内存，例如 .clone()",
+    )
+    need = got.numel() * got.element_size()
+    check(
+        storage.nbytes() == need,
+        f"{call} 的返回值只有 {need} 字节，底下的存储却有 {storage.nbytes()} 字节："
+        "它是某个更大张量的视图。切完再拷一份（.clone()），交出去的权重只占自己那么大",
+    )
+
+
 def check_one(shard_tensor, key: str, value: torch.Tensor, size: int, num_kv_heads: int) -> None:
     original = value.clone()
     rule = ref_rule(key)
@@ -162,6 +179,8 @@ def check_one(shard_tensor, key: str, value: torch.Tensor, size: int, num_kv_hea
             got.is_contiguous(),
             f"{call} 的返回值应该是连续（contiguous）的张量（切完调一次 .contiguous()）",
         )
+        if rule != "replicate":
+            check_owns_memory(got, value, call)
         if not torch.equal(got, want):
             diff = (got != want).reshape(got.shape[0], -1).any(dim=1).nonzero()
             where = f"，第一处不同在第 {int(diff[0])} 行" if len(diff) else ""

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 sys.path.insert(
     0, str(Path(__file__).resolve().parent.parent)
@@ -252,6 +253,45 @@ def check_bad_arguments(mod) -> None:
         )
 
 
+class CountTorch(TorchFunctionMode):
+    """在 with 块里记下每一次 torch 运算（函数和张量方法）的名字。"""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: list[str] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.names.append(getattr(func, "__name__", str(func)))
+        return func(*args, **(kwargs or {}))
+
+
+def torch_ops(fn, *args) -> list[str]:
+    with CountTorch() as counter:
+        fn(*args)
+    return counter.names
+
+
+def check_one_shot(mod) -> None:
+    """一次读写一批：torch 运算的次数不随 token 数增长（逐个 token 的循环，每个 token 至少一次运算）。"""
+    gen = torch.Generator().manual_seed(SEED + 1)
+    counts = {}
+    for n in (2, 40):
+        k_buf = torch.zeros(64, 2, 4)
+        v_buf = torch.zeros(64, 2, 4)
+        slots = torch.randperm(64, generator=gen)[:n]
+        k, v = torch.randn(n, 2, 4, generator=gen), torch.randn(n, 2, 4, generator=gen)
+        store = torch_ops(mod.store_kv, k_buf, v_buf, k, v, slots)
+        gather = torch_ops(mod.gather_kv, k_buf, v_buf, slots, n)
+        counts[n] = (store, gather)
+    for i, name in enumerate(("store_kv", "gather_kv")):
+        few, many = counts[2][i], counts[40][i]
+        check(
+            len(many) <= len(few) + 2,
+            f"{name} 做的 torch 运算次数随 token 数增长：2 个 token 时 {len(few)} 次，40 个时 {len(many)} 次。"
+            "这是在逐个 token 循环（先 .tolist() 再逐个读写也是）；要用整数张量做下标（高级索引），一次读写一批行",
+        )
+
+
 def run(mod: object) -> None:
     require(mod, "store_kv")
     require(mod, "gather_kv")
@@ -262,6 +302,7 @@ def run(mod: object) -> None:
     gen = torch.Generator().manual_seed(SEED)
     for _ in range(40):
         simulate(mod, rng, gen)
+    check_one_shot(mod)
     check_bad_arguments(mod)
 
 

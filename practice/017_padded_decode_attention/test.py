@@ -1,5 +1,6 @@
 """练习 017 的评测：补齐 + 键掩码的一次性 decode 注意力，和逐个请求手算的参考实现比较；
-补齐位置里塞很大的随机数，换一批也不能影响结果；还会数 SDPA 被调用了几次。
+补齐位置里塞很大的随机数，换一批也不能影响结果；还会数 SDPA 被调用了几次，以及 padded_attention 里
+torch 运算的次数（换成更大的批、更多的头也不能变：不许按请求、按头循环）。
 
 用法：python test.py 要评测的文件.py   （judge.py 会替你做）
 """
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
 
 sys.path.insert(
     0, str(Path(__file__).resolve().parent.parent)
@@ -103,6 +105,68 @@ class CountSdpa:
         for name in self.patched:
             setattr(self.mod, name, self.original)
         return False
+
+
+class CountTorch(TorchFunctionMode):
+    """在 with 块里记下每一次 torch 运算（函数和张量方法）的名字。"""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: list[str] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.names.append(getattr(func, "__name__", str(func)))
+        return func(*args, **(kwargs or {}))
+
+
+TO_PYTHON = {"tolist", "item", "numpy", "__float__", "__int__", "__array__"}
+
+
+def torch_ops(mod, seq_lens, hq, hkv, d, gen) -> list[str]:
+    q, k, v, valid = random_padded(gen, seq_lens, hq, hkv, d, torch.float32)
+    with CountTorch() as counter:
+        mod.padded_attention(q, k, v, valid)
+    return counter.names
+
+
+def check_whole_batch(mod, gen) -> None:
+    """整批一次算：torch 运算的次数不随请求数、头数、序列长度增长，也不把数取到 Python 里算。"""
+    small = ([2, 5], 4, 2, 8)
+    big = ([40, 1, 17, 33, 9, 40, 2, 25, 12], 12, 6, 8)  # 请求多、头多、序列长；GQA 分组一样
+    few, many = torch_ops(mod, *small, gen), torch_ops(mod, *big, gen)
+    pulled = sorted(TO_PYTHON.intersection(few + many))
+    check(
+        not pulled,
+        f"padded_attention 用了 {', '.join(pulled)}：把张量里的数取到 Python 里自己算了。"
+        "这道题要整批一次交给 torch 算（一次 SDPA，或者批量的 einsum / matmul）",
+    )
+    check(
+        len(many) <= len(few) + 2,
+        f"padded_attention 做的 torch 运算次数随批的大小增长：2 个请求、4 个头、最长 5 个 key 时 {len(few)} 次，"
+        f"9 个请求、12 个头、最长 40 个 key 时 {len(many)} 次。\n"
+        "  这是在按请求、按头（或按位置）循环。要把整批补齐以后一次算完："
+        "一次 scaled_dot_product_attention，或者一次批量的 einsum / matmul 加 softmax",
+    )
+
+
+def check_uses_padded(mod, pool: "Pool") -> None:
+    """decode_attention 要把 gather_padded 和 padded_attention 接起来，不要另写一套。"""
+    original, calls = mod.padded_attention, []
+
+    def spy(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    mod.padded_attention = spy
+    try:
+        mod.decode_attention(*pool.args())
+    finally:
+        mod.padded_attention = original
+    check(
+        len(calls) == 1,
+        f"decode_attention 调用了 {len(calls)} 次 padded_attention（这一批有 {len(pool.seq_lens)} 个请求）："
+        "它应该用 gather_padded 补齐整批，再调用一次 padded_attention",
+    )
 
 
 def check_one_call(counter: CountSdpa, what: str, B: int) -> None:
@@ -388,8 +452,10 @@ def run(mod: object) -> None:
         check_gather(mod, pool)
     for shape in shapes:
         check_padded(mod, gen, *shape)
+    check_whole_batch(mod, gen)
     for pool in pools:
         check_decode(mod, pool)
+    check_uses_padded(mod, pools[2])
     check_bad_arguments(mod, gen, rng)
 
 

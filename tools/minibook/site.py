@@ -301,3 +301,33 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# ---------------------------------------------------------------- 阶段页引用章节的真实运行
+
+
+def tagged_outputs(root: Path, chapter: Chapter, tag: str) -> str:
+    """第 N 章执行过的 notebook 里，带 `tag` 标签的代码单元的输出（不含代码），渲染成和章节页上一样的块。
+
+    阶段页（里程碑页）用它引用一次真实运行的结果：运行发生在执行那一章的 notebook 时（在那一章的树里），
+    输出随 notebook 提交、由 nbval 复查，阶段页上的数字因此和章节页上的是同一次运行。
+    """
+    path = notebook_path(root, chapter)
+    nb = _executed_notebook(path) if path.is_file() else None
+    if nb is None:
+        raise NotebookError(f"{path.name} 不存在或还没执行，引用不了它带「{tag}」标签的单元的输出")
+    blocks, files = [], {}
+    for index, cell in enumerate(nb.cells, start=1):
+        if cell.cell_type != "code" or tag not in _tags(cell):
+            continue
+        for k, out in enumerate(_merge_streams(cell.get("outputs", [])), start=1):
+            if out.output_type == "error":
+                raise NotebookError(f"{path.name} 第 {index} 个单元（标签「{tag}」）有错误输出")
+            block = _render_output(out, index=index, image_name=f"{chapter.name}.{tag}{index}-{k}", files=files)
+            if block:
+                blocks.append(block)
+    if files:
+        raise NotebookError(f"{path.name} 里带「{tag}」标签的单元输出了图像：阶段页只引用文字输出")
+    if not blocks:
+        raise NotebookError(f"{path.name} 里没有带「{tag}」标签、有输出的代码单元")
+    return "\n\n".join(blocks)

@@ -1,0 +1,545 @@
+"""判题练习的“作弊答案”：每道题的测试都要拒绝绕过这道题要点的答案。
+
+BOOK.md 的坑：只检查“能跑”的测试，删掉代码也能过。这里把我们试过的作弊答案都留下来，每一个都必须被
+这道题自己的 test.py 判“未通过”：
+
+1. 一道题一道题挑出来的作弊（CHEATS）：参考答案 solution.py 后面接一段覆盖某个函数的代码（或者一份完整的
+   文件），写的是“看起来对、却绕过了要点”的做法——比如 008 把各 rank 的部分和扔掉、直接返回不切的 MLP，
+   009 交出完整张量的视图，017 按请求、按头循环手算 softmax。`expect` 是判词里必须出现的字样：
+   不光要判错，还要因为对的理由判错。
+2. 能推广到每道题的检查：参考答案里每一个公开的函数，单独换成 `raise NotImplementedError`，测试都必须
+   判“未通过”——测试没有调用到的函数，写成什么样都能过。
+
+评测走 judgekit 的协议（JUDGE_TARGET 指向被评测的文件，JUDGE_RESULT 指向结论的 JSON），不依赖 judge.py。
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PRACTICE = ROOT / "practice"
+
+
+@dataclass(frozen=True)
+class Cheat:
+    exercise: str  # practice/ 下的文件夹名
+    name: str  # 这个作弊做了什么
+    code: str  # 接在 solution.py 后面的代码；full=True 时是整个文件
+    expect: str = ""  # 判词里必须出现的字样
+    full: bool = False
+
+    @property
+    def id(self) -> str:
+        return f"{self.exercise[:3]}-{self.name}"
+
+
+def judge(exercise: str, source: str, tmp_path: Path, timeout: float = 300) -> dict:
+    """用题目自己的 test.py 评测一段源码，返回 judgekit 的结论字典。"""
+    target = tmp_path / "answer.py"
+    target.write_text(source, encoding="utf-8")
+    result = tmp_path / "result.json"
+    env = {**os.environ, "JUDGE_TARGET": str(target), "JUDGE_RESULT": str(result),
+           "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, str(PRACTICE / exercise / "test.py")], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+    assert result.is_file(), f"test.py 没有写出结论：\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+    return json.loads(result.read_text(encoding="utf-8"))
+
+
+def solution(exercise: str) -> str:
+    return (PRACTICE / exercise / "solution.py").read_text(encoding="utf-8")
+
+
+CHEATS = [
+    # ---- 001 右下对齐的因果掩码
+    Cheat("001_causal_attention", "SDPA 的 is_causal（左上角对齐）", '''
+def attention(q, k, v):
+    import torch.nn.functional as F
+    group = q.shape[1] // k.shape[1]
+    k = k.repeat_interleave(group, dim=1).transpose(0, 1)
+    v = v.repeat_interleave(group, dim=1).transpose(0, 1)
+    return F.scaled_dot_product_attention(q.transpose(0, 1), k, v, is_causal=True).transpose(0, 1)
+'''),
+    Cheat("001_causal_attention", "GQA 用 repeat 而不是 repeat_interleave", '''
+_orig_attention = attention
+def attention(q, k, v):
+    group = q.shape[1] // k.shape[1]
+    n, m = q.shape[0], k.shape[0]
+    k = k.repeat(1, group, 1)
+    v = v.repeat(1, group, 1)
+    scores = torch.einsum("nhd,mhd->hnm", q, k) / q.shape[-1] ** 0.5
+    scores = scores.masked_fill(~causal_mask(n, m), float("-inf"))
+    return (torch.softmax(scores, dim=-1) @ v.transpose(0, 1)).transpose(0, 1)
+'''),
+    # ---- 002 贪心生成循环
+    Cheat("002_greedy_generate", "每一步把整段序列重算一遍", '''
+def greedy_generate(prompt, step, max_new_tokens, eos_id=None):
+    seq, new_ids = list(prompt), []
+    while True:
+        next_id = argmax(step(list(seq), 0))
+        new_ids.append(next_id)
+        seq.append(next_id)
+        if len(new_ids) == max_new_tokens or next_id == eos_id:
+            return new_ids
+'''),
+    # ---- 003 请求的长度记账
+    Cheat("003_req_lengths", "extend_len 在构造时算好存成数字", '''
+_Orig = ReqState
+class ReqState(_Orig):
+    def __init__(self, input_ids, cached_len, output_len):
+        super().__init__(input_ids, cached_len, output_len)
+        self.__dict__["_frozen"] = self.device_len - self.cached_len
+    extend_len = property(lambda self: self._frozen)
+'''),
+    # ---- 004 批的 positions
+    Cheat("004_batch_positions", "positions 每段从 0 开始", '''
+def batch_positions(spans):
+    extend_lens(spans)
+    return [i for c, d in spans for i in range(d - c)]
+'''),
+    # ---- 005 KV 头的切分与复制
+    Cheat("005_kv_head_shards", "复制时 rank r 拿 r % 头数", '''
+def kv_heads_of_rank(num_kv_heads, tp_size, tp_rank):
+    local = div_even(num_kv_heads, tp_size, allow_replicate=True)
+    if not (0 <= tp_rank < tp_size) or num_kv_heads <= 0:
+        raise ValueError("bad")
+    if num_kv_heads < tp_size:
+        return [tp_rank % num_kv_heads]
+    return list(range(tp_rank * local, (tp_rank + 1) * local))
+'''),
+    # ---- 006 带残差的 RMSNorm
+    Cheat("006_rmsnorm_residual", "在输入的 dtype 里算（不转 float32）", '''
+def rms_norm(x, weight, eps):
+    if tuple(weight.shape) != (x.shape[-1],):
+        raise ValueError("weight 形状不对")
+    return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps) * weight.to(x.dtype)
+'''),
+    Cheat("006_rmsnorm_residual", "交回去的残差是归一化之后的值", '''
+_orig_add = add_rms_norm
+def add_rms_norm(x, residual, weight, eps):
+    normed, _ = _orig_add(x, residual, weight, eps)
+    return normed, normed
+'''),
+    Cheat("006_rmsnorm_residual", "eps 加在根号外面", '''
+def rms_norm(x, weight, eps):
+    if tuple(weight.shape) != (x.shape[-1],):
+        raise ValueError("weight 形状不对")
+    h = x.float()
+    h = h / (h.pow(2).mean(dim=-1, keepdim=True).sqrt() + eps)
+    return (h * weight.float()).to(x.dtype)
+'''),
+    # ---- 007 RoPE
+    Cheat("007_rope", "相邻两维成对（交错排布）", '''
+def _rotate(x, c, s):
+    h = x.float()
+    x1, x2 = h[..., 0::2], h[..., 1::2]
+    out = torch.stack([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1).flatten(-2)
+    return out.to(x.dtype)
+'''),
+    Cheat("007_rope", "不看 positions，按行号旋转", '''
+_orig_apply = apply_rope
+def apply_rope(positions, q, k, cos, sin):
+    _orig_apply(positions, q, k, cos, sin)  # 只为参数检查
+    return _orig_apply(torch.arange(positions.shape[0]), q, k, cos, sin)
+'''),
+    # ---- 008 模拟两路张量并行的 MLP
+    Cheat("008_tp_linear_simulation", "调用每个 rank 的 rank_mlp，却把部分和扔掉、返回不切的 MLP", '''
+def tp_mlp(x, gate, up, down, size):
+    for rank in range(size):
+        rank_mlp(x, gate_up_shard(gate, up, rank, size), row_shard(down, rank, size))
+    return (F.silu(x @ gate.T) * (x @ up.T)) @ down.T
+''', expect="记号"),
+    Cheat("008_tp_linear_simulation", "不调用 rank_mlp，直接算不切的 MLP", '''
+def tp_mlp(x, gate, up, down, size):
+    for rank in range(size):
+        gate_up_shard(gate, up, rank, size)
+    return (F.silu(x @ gate.T) * (x @ up.T)) @ down.T
+''', expect="rank_mlp"),
+    # ---- 009 shard_tensor
+    Cheat("009_shard_tensor", "交出完整张量的视图（第 3 章 _own 修掉的 bug）", '''
+def _own(piece):
+    return piece.contiguous()
+''', expect="视图"),
+    Cheat("009_shard_tensor", "先整个拷一份，再交出拷贝的视图", '''
+_orig_shard = shard_tensor
+def shard_tensor(key, value, rank, size, num_kv_heads):
+    global _own
+    saved, _own = _own, (lambda piece: piece.contiguous())
+    try:
+        return _orig_shard(key, value.clone(), rank, size, num_kv_heads)
+    finally:
+        _own = saved
+''', expect="更大张量的视图"),
+    # ---- 010 流式合并
+    Cheat("010_merge_stream", "先把整个输入读进列表再处理", '''
+_orig_merge = merge_stream
+def merge_stream(items):
+    yield from _orig_merge(list(items))
+'''),
+    Cheat("010_merge_stream", "凑齐的组不从缓冲里删掉", '''
+def merge_stream(items):
+    done = {}
+    pending = {}
+    for name, value in items:
+        parts = name.split(".")
+        module, param = (parts[-2] if len(parts) >= 2 else ""), parts[-1]
+        merged = PIECE_TO_GROUP.get(module)
+        if merged is None or param not in ("weight", "bias"):
+            yield name, value
+            continue
+        prefix = ".".join(parts[:-2])
+        group = pending.setdefault((prefix, merged, param), {})
+        group[module] = value
+        if len(group) == len(GROUPS[merged]):
+            done[(prefix, merged, param)] = group  # 留着不删
+            out = []
+            for piece in GROUPS[merged]:
+                out.extend(group[piece])
+            yield _full_name(prefix, merged, param), out
+    missing = [_full_name(p, piece, param) for (p, merged, param), g in pending.items()
+               if (p, merged, param) not in done for piece in GROUPS[merged] if piece not in g]
+    if missing:
+        raise ValueError("缺少：" + "、".join(missing))
+'''),
+    # ---- 011 每个 rank 的形状
+    Cheat("011_config_shapes", "词表不补零（向下取整）", '''
+_orig_shapes = rank_shapes
+def rank_shapes(config, tp_size):
+    shapes = _orig_shapes(config, tp_size)
+    rows = config["vocab_size"] // tp_size
+    for key in ("embed_tokens", "lm_head"):
+        if shapes[key] is not None:
+            shapes[key] = (rows,) + tuple(shapes[key][1:])
+    return shapes
+'''),
+    # ---- 012 按页分配槽位
+    Cheat("012_page_slots", "空闲页不够时先把够的部分填上", '''
+def alloc_slots(table, row, start, end, free_pages, page_size):
+    if page_size < 1 or not (0 <= start <= end <= len(table[row])):
+        raise ValueError("参数不对")
+    line, out = table[row], []
+    for pos in range(start, end):
+        if pos % page_size == 0:
+            if not free_pages:
+                raise RuntimeError("没有空闲页了")
+            slot = free_pages.pop(0) * page_size
+        else:
+            slot = line[pos - 1] + 1
+        line[pos] = slot
+        out.append(slot)
+    return out
+'''),
+    Cheat("012_page_slots", "每次分配都开新页，不接着用最后一页", '''
+def alloc_slots(table, row, start, end, free_pages, page_size):
+    if page_size < 1 or not (0 <= start <= end <= len(table[row])):
+        raise ValueError("参数不对")
+    need = _pages_up_to(end - start, page_size)
+    if need > len(free_pages):
+        raise RuntimeError("没有空闲页了")
+    pages = free_pages[:need]
+    del free_pages[:need]
+    out = [pages[i // page_size] * page_size + i % page_size for i in range(end - start)]
+    table[row][start:end] = out
+    return out
+'''),
+    # ---- 013 写进池子、按页表取回
+    Cheat("013_store_gather_kv", "store_kv 写进一份拷贝（不是原地）", '''
+def store_kv(k_buf, v_buf, k, v, out_loc):
+    expected = (out_loc.shape[0], *k_buf.shape[1:])
+    if tuple(k.shape) != expected or tuple(v.shape) != expected:
+        raise ValueError("形状不对")
+    k_buf = k_buf.clone()
+    v_buf = v_buf.clone()
+    k_buf[out_loc] = k
+    v_buf[out_loc] = v
+'''),
+    Cheat("013_store_gather_kv", "逐个 token 循环写、循环读", '''
+def store_kv(k_buf, v_buf, k, v, out_loc):
+    expected = (out_loc.shape[0], *k_buf.shape[1:])
+    if tuple(k.shape) != expected or tuple(v.shape) != expected:
+        raise ValueError("形状不对")
+    for i, slot in enumerate(out_loc.tolist()):
+        k_buf[slot] = k[i]
+        v_buf[slot] = v[i]
+
+def gather_kv(k_buf, v_buf, page_table_row, length):
+    if not (0 <= length <= page_table_row.shape[0]):
+        raise ValueError("length 不对")
+    slots = page_table_row[:length].tolist()
+    if not slots:
+        return k_buf[:0].clone(), v_buf[:0].clone()
+    return torch.stack([k_buf[s] for s in slots]), torch.stack([v_buf[s] for s in slots])
+''', expect="运算次数"),
+    # ---- 014 KV 池预算
+    Cheat("014_kv_pool_budget", "张量并行时仍按全部 KV 头算", '''
+def kv_bytes_per_token(num_layers, num_kv_heads, head_dim, dtype, tp_size=1):
+    _check_positive(num_layers=num_layers, head_dim=head_dim)
+    local_kv_heads(num_kv_heads, tp_size)  # 只为参数检查
+    return 2 * num_layers * num_kv_heads * head_dim * dtype_bytes(dtype)
+'''),
+    Cheat("014_kv_pool_budget", "最后不满一页的零头也算一页", '''
+_orig_pages = num_pages
+def num_pages(budget_bytes, num_layers, num_kv_heads, head_dim, dtype, page_size, tp_size=1):
+    _orig_pages(budget_bytes, num_layers, num_kv_heads, head_dim, dtype, page_size, tp_size)
+    per = kv_bytes_per_token(num_layers, num_kv_heads, head_dim, dtype, tp_size) * page_size
+    return -(-budget_bytes // per)
+'''),
+    # ---- 015 变长批次的元数据
+    Cheat("015_varlen_metadata", "掩码左上角对齐（tril）", '''
+def causal_mask(cached_len, device_len):
+    _check_span(cached_len, device_len)
+    return [[1 if j <= i else 0 for j in range(device_len)] for i in range(device_len - cached_len)]
+'''),
+    # ---- 016 分页的 prefill 注意力
+    Cheat("016_paged_prefill_attention", "SDPA 的 is_causal（左上角对齐）", '''
+def paged_prefill_attention(q, k_buf, v_buf, page_table, table_idx, cached_lens, extend_lens):
+    _check_arguments(q, k_buf, page_table, table_idx, cached_lens, extend_lens)
+    group = q.shape[1] // k_buf.shape[1]
+    out, start = torch.empty_like(q), 0
+    for row, cached, ext in zip(table_idx, cached_lens, extend_lens):
+        slots = page_table[row, : cached + ext]
+        k = k_buf[slots].repeat_interleave(group, dim=1).transpose(0, 1)
+        v = v_buf[slots].repeat_interleave(group, dim=1).transpose(0, 1)
+        o = F.scaled_dot_product_attention(q[start : start + ext].transpose(0, 1), k, v, is_causal=True)
+        out[start : start + ext] = o.transpose(0, 1)
+        start += ext
+    return out
+'''),
+    Cheat("016_paged_prefill_attention", "不查页表，当作槽位从 0 开始连续", '''
+def paged_prefill_attention(q, k_buf, v_buf, page_table, table_idx, cached_lens, extend_lens):
+    _check_arguments(q, k_buf, page_table, table_idx, cached_lens, extend_lens)
+    group = q.shape[1] // k_buf.shape[1]
+    out, start = torch.empty_like(q), 0
+    for row, cached, ext in zip(table_idx, cached_lens, extend_lens):
+        total = cached + ext
+        base = int(page_table[row, 0])
+        k = k_buf[base : base + total].repeat_interleave(group, dim=1).transpose(0, 1)
+        v = v_buf[base : base + total].repeat_interleave(group, dim=1).transpose(0, 1)
+        mask = torch.arange(total)[None, :] <= torch.arange(cached, total)[:, None]
+        o = F.scaled_dot_product_attention(q[start : start + ext].transpose(0, 1), k, v, attn_mask=mask)
+        out[start : start + ext] = o.transpose(0, 1)
+        start += ext
+    return out
+'''),
+    # ---- 017 一次算完一批 decode
+    Cheat("017_padded_decode_attention", "按请求、按头循环，手写 softmax", '''
+import math
+def padded_attention(q, k, v, valid):
+    B, Hq, D = q.shape
+    group = Hq // k.shape[2]
+    out = torch.empty_like(q)
+    for b in range(B):
+        n = int(valid[b].sum())
+        for h in range(Hq):
+            kk = k[b, :n, h // group].double()
+            s = (kk @ q[b, h].double()) / math.sqrt(D)
+            w = torch.exp(s - s.max())
+            out[b, h] = ((w / w.sum()) @ v[b, :n, h // group].double()).to(q.dtype)
+    return out
+''', expect="Python"),
+    Cheat("017_padded_decode_attention", "按请求、按头循环，用掩码而不取数", '''
+import math
+def padded_attention(q, k, v, valid):
+    B, Hq, D = q.shape
+    group = Hq // k.shape[2]
+    out = torch.empty_like(q)
+    for b in range(B):
+        for h in range(Hq):
+            s = (k[b, :, h // group] @ q[b, h]) / math.sqrt(D)
+            s = s.masked_fill(~valid[b], float("-inf"))
+            out[b, h] = torch.softmax(s, -1) @ v[b, :, h // group]
+    return out
+''', expect="运算次数"),
+    Cheat("017_padded_decode_attention", "把张量全转成 Python 的数自己算", '''
+import math
+def padded_attention(q, k, v, valid):
+    Q, K, V, M = q.tolist(), k.tolist(), v.tolist(), valid.tolist()
+    B, Hq, D = q.shape
+    group = Hq // k.shape[2]
+    res = []
+    for b in range(B):
+        rows = []
+        for h in range(Hq):
+            keys = [j for j in range(len(M[b])) if M[b][j]]
+            s = [sum(a * c for a, c in zip(Q[b][h], K[b][j][h // group])) / math.sqrt(D) for j in keys]
+            top = max(s)
+            w = [math.exp(x - top) for x in s]
+            t = sum(w)
+            rows.append([sum(w[i] / t * V[b][j][h // group][e] for i, j in enumerate(keys)) for e in range(D)])
+        res.append(rows)
+    return torch.tensor(res, dtype=q.dtype)
+''', expect="tolist"),
+    Cheat("017_padded_decode_attention", "decode_attention 按请求各调一次 padded_attention", '''
+def decode_attention(q, k_buf, v_buf, page_table, table_idx, seq_lens):
+    outs = []
+    for b in range(q.shape[0]):
+        k, v, valid = gather_padded(k_buf, v_buf, page_table, table_idx[b : b + 1], seq_lens[b : b + 1])
+        outs.append(padded_attention(q[b : b + 1], k, v, valid))
+    if len(table_idx) != q.shape[0] or len(seq_lens) != q.shape[0] or q.shape[1] % k_buf.shape[1]:
+        raise ValueError("参数不对")
+    return torch.cat(outs)
+'''),
+    # ---- 018 top-k / top-p
+    Cheat("018_top_k_top_p", "先 top-p 再 top-k", '''
+def top_k_top_p_filter(logits, top_k, top_p):
+    _check_arguments(logits, top_k, top_p)
+    B, V = logits.shape
+    sorted_logits, order = torch.sort(logits, dim=-1, descending=True, stable=True)
+    rank = torch.arange(V).expand(B, V)
+    probs = torch.softmax(sorted_logits.double(), dim=-1)
+    ahead = torch.cumsum(probs, dim=-1) - probs
+    ahead[:, 0] = 0.0
+    p = top_p.double()[:, None]
+    keep = (p >= 1) | (ahead < p)
+    k = torch.where((top_k < 0) | (top_k >= V), V, top_k).to(rank.dtype)
+    keep &= rank < k[:, None]
+    keep_by_id = torch.zeros_like(keep).scatter(1, order, keep)
+    return logits.masked_fill(~keep_by_id, float("-inf"))
+'''),
+    Cheat("018_top_k_top_p", "top-p 把越过 p 的那个 token 也扔掉", '''
+def top_k_top_p_filter(logits, top_k, top_p):
+    _check_arguments(logits, top_k, top_p)
+    B, V = logits.shape
+    sorted_logits, order = torch.sort(logits, dim=-1, descending=True, stable=True)
+    rank = torch.arange(V).expand(B, V)
+    k = torch.where((top_k < 0) | (top_k >= V), V, top_k).to(rank.dtype)
+    keep = rank < k[:, None]
+    probs = torch.softmax(sorted_logits.masked_fill(~keep, float("-inf")).double(), dim=-1)
+    upto = torch.cumsum(probs, dim=-1)
+    p = top_p.double()[:, None]
+    keep &= (p >= 1) | (upto <= p)
+    keep[:, 0] = True
+    keep_by_id = torch.zeros_like(keep).scatter(1, order, keep)
+    return logits.masked_fill(~keep_by_id, float("-inf"))
+'''),
+    # ---- 019 按请求采样
+    Cheat("019_seeded_sampling", "先过滤再除以温度", '''
+def sample(logits, temperatures, top_k, top_p, generator):
+    if logits.dim() != 2 or tuple(temperatures.shape) != (logits.shape[0],):
+        raise ValueError("形状不对")
+    if not bool((temperatures >= 0).all()):
+        raise ValueError("温度不对")
+    greedy = (temperatures == 0) | (top_k == 1)
+    out = logits.argmax(dim=-1)
+    rows = (~greedy).nonzero().flatten()
+    if rows.numel() > 0:
+        x = top_k_top_p_filter(logits[rows].float(), top_k[rows], top_p[rows])
+        probs = torch.softmax(x / temperatures[rows, None].float(), dim=-1)
+        out[rows] = torch.multinomial(probs, 1, generator=generator).squeeze(1)
+    return out
+'''),
+    Cheat("019_seeded_sampling", "不分出贪心行：温度 0 换成极小的数，全部抽样", '''
+def sample(logits, temperatures, top_k, top_p, generator):
+    if logits.dim() != 2 or tuple(temperatures.shape) != (logits.shape[0],):
+        raise ValueError("形状不对")
+    if not bool((temperatures >= 0).all()):
+        raise ValueError("温度不对")
+    t = temperatures.float().clamp(min=1e-6)
+    x = top_k_top_p_filter(logits.float() / t[:, None], top_k, top_p)
+    return torch.multinomial(torch.softmax(x, -1), 1, generator=generator).squeeze(1)
+''', expect="贪心"),
+    Cheat("019_seeded_sampling", "用全局随机数（不传 generator）", '''
+_orig_sample = sample
+def sample(logits, temperatures, top_k, top_p, generator):
+    return _orig_sample(logits, temperatures, top_k, top_p, None)
+'''),
+    Cheat("019_seeded_sampling", "不管温度和过滤，全部贪心", '''
+def sample(logits, temperatures, top_k, top_p, generator):
+    if logits.dim() != 2 or tuple(temperatures.shape) != (logits.shape[0],):
+        raise ValueError("形状不对")
+    if not bool((temperatures >= 0).all()):
+        raise ValueError("温度不对")
+    return logits.argmax(dim=-1)
+'''),
+    # ---- 020 批量生成的主循环
+    Cheat("020_decode_loop", "一个请求一个请求地生成（批大小总是 1）", '''
+def generate_batch(prompts, max_tokens, step, eos_id=None, ignore_eos=None):
+    n = len(prompts)
+    ignore_eos = [False] * n if ignore_eos is None else ignore_eos
+    if len(max_tokens) != n or len(ignore_eos) != n or any(not p for p in prompts) or any(m < 1 for m in max_tokens):
+        raise ValueError("参数不对")
+    outputs, sizes = [[] for _ in range(n)], []
+    for i in range(n):
+        batch = [(i, list(prompts[i]), 0)]
+        while True:
+            token = step(batch)[0]
+            sizes.append(1)
+            outputs[i].append(token)
+            if len(outputs[i]) == max_tokens[i] or (eos_id is not None and not ignore_eos[i] and token == eos_id):
+                break
+            batch = [(i, [token], len(prompts[i]) + len(outputs[i]) - 1)]
+    return outputs, sizes
+'''),
+    Cheat("020_decode_loop", "结束的请求留在批里，直到所有请求都结束", '''
+def generate_batch(prompts, max_tokens, step, eos_id=None, ignore_eos=None):
+    n = len(prompts)
+    ignore_eos = [False] * n if ignore_eos is None else ignore_eos
+    if len(max_tokens) != n or len(ignore_eos) != n or any(not p for p in prompts) or any(m < 1 for m in max_tokens):
+        raise ValueError("参数不对")
+    outputs, sizes, done = [[] for _ in range(n)], [], [False] * n
+    batch = [(i, list(prompts[i]), 0) for i in range(n)]
+    while batch:
+        tokens = step(batch)
+        sizes.append(len(batch))
+        for (i, _, _), t in zip(batch, tokens):
+            if not done[i]:
+                outputs[i].append(t)
+                done[i] = len(outputs[i]) == max_tokens[i] or (eos_id is not None and not ignore_eos[i] and t == eos_id)
+        if all(done):
+            break
+        batch = [(i, [outputs[i][-1]], len(prompts[i]) + len(outputs[i]) - 1) for i in range(n)]
+    return outputs, sizes
+'''),
+]
+
+
+@pytest.mark.parametrize("cheat", CHEATS, ids=lambda c: c.id)
+def test_cheat_is_rejected(cheat, tmp_path):
+    source = cheat.code if cheat.full else solution(cheat.exercise) + "\n\n# ---- 作弊 ----\n" + cheat.code
+    result = judge(cheat.exercise, source, tmp_path)
+    assert result["verdict"] == "failed", (
+        f"{cheat.exercise} 的测试没有拒绝作弊答案「{cheat.name}」：结论是 {result['verdict']}"
+        f"（{result.get('message', '')}）"
+    )
+    assert cheat.expect in result["message"], (
+        f"「{cheat.name}」被判错了，但理由不对（判词里应当有「{cheat.expect}」）：\n{result['message']}"
+    )
+
+
+def test_every_exercise_has_a_cheat():
+    exercises = sorted(p.name for p in PRACTICE.iterdir() if (p / "test.py").is_file())
+    covered = {c.exercise for c in CHEATS}
+    assert set(exercises) <= covered, f"没有作弊答案的练习：{sorted(set(exercises) - covered)}"
+
+
+# ---------------------------------------------------------------- 能推广到每道题的检查
+
+
+def public_functions(exercise: str) -> list[str]:
+    tree = ast.parse(solution(exercise))
+    return [node.name for node in tree.body
+            if isinstance(node, ast.FunctionDef) and not node.name.startswith("_")]
+
+
+STUBS = [(ex.name, fn) for ex in sorted(PRACTICE.iterdir()) if (ex / "solution.py").is_file()
+         for fn in public_functions(ex.name)]
+
+
+@pytest.mark.parametrize("exercise,function", STUBS, ids=[f"{e[:3]}-{f}" for e, f in STUBS])
+def test_every_public_function_is_tested(exercise, function, tmp_path):
+    """参考答案里任何一个公开函数没写（raise NotImplementedError），测试都要判“未通过”。"""
+    stub = f"\n\ndef {function}(*args, **kwargs):\n    raise NotImplementedError\n"
+    result = judge(exercise, solution(exercise) + stub, tmp_path)
+    assert result["verdict"] == "failed", (
+        f"{exercise}：{function} 换成 raise NotImplementedError 以后，测试的结论是 {result['verdict']}："
+        "测试没有调用到它"
+    )
