@@ -120,7 +120,7 @@ assert engine.kv_cache.num_slots == (32 + 1) * 4  # 32 页给请求，1 页占�
 assert engine.page_table.shape == (4 + 1, 64)
 
 # %% [markdown]
-# KV 池有 33 页：0–31 号给请求，32 号是占位页。页表 5 行，4 行给请求，最后一行是占位行。
+# KV 池有 33 页：0–31 号给请求，32 号是[占位页](../glossary.md#dummy-page)。页表 5 行，4 行给请求，最后一行是占位行。
 #
 # ## 页数只看内存，max_seq_len 按池子封顶
 #
@@ -273,7 +273,7 @@ assert sched.allocator.num_free_pages == engine.num_pages
 listing("minisgl/engine/engine.py", "ForwardOutput")
 
 # %% [markdown]
-# 在 GPU 上 `next_tokens.tolist()` 会让 CPU 停下来，等 GPU 把队列里的活全部干完。`forward_batch` 改为发射一次 `non_blocking=True` 的拷贝（目标在锁页内存里），紧跟着在 Engine 的流上记录一个 CUDA 事件 `copy_done`；调度器真要读 token 时才 `copy_done.synchronize()`。在 CPU 上没有异步，`next_tokens_cpu` 就是 `next_tokens`，`copy_done` 为 `None`。
+# 在 GPU 上 `next_tokens.tolist()` 会让 CPU 停下来，等 GPU 把队列里的活全部干完。`forward_batch` 改为发射一次 `non_blocking=True` 的拷贝（目标在[锁页内存](../glossary.md#pinned-memory)里），紧跟着在 Engine 的流上记录一个 CUDA 事件 `copy_done`；调度器真要读 token 时才 `copy_done.synchronize()`。在 CPU 上没有异步，`next_tokens_cpu` 就是 `next_tokens`，`copy_done` 为 `None`。
 #
 # ??? note "深入：没等事件就读，以及 gpu_smoke 查什么"
 #
@@ -531,3 +531,78 @@ exercises()
 # - `forward_batch` 只算不排，在发射时为每个请求 `complete_one()`；新 token 先写进设备上的 token 池，CPU 副本等事件完成再读。
 # - GPU 上主机与设备之间的拷贝都经锁页内存异步进行，事件记在 Engine 的流上；`examples/gpu_smoke.py` 检查这些路径。
 # - 采样器排一次序同时做 top-k 和 top-p，“前面之和 ≥ p 才丢”保证第一名留下；随机数来自它自己的 Generator。
+
+# %% tags=["remove-cell", "milestone-run"]
+# 阶段一的里程碑页（docs/stages/correct/index.md）引用这几个单元的输出：同一次真实运行，章节页上不显示。
+import re
+import subprocess
+import time
+
+from minibook.hf import decode, encode
+
+path = smollm2()
+texts = ["The capital of France is", "Once upon a time,", "def fibonacci(n):", "Water boils at",
+         "The three primary colors are", "import numpy as np\n", "My favourite fruit is", "1, 2, 3, 4,"]
+max_tokens = [16, 8, 12, 4, 10, 6, 14, 2]
+stage_engine = Engine(EngineConfig(model_path=path, max_running_req=8, page_size=4,
+                                   num_page_override=64, max_seq_len_override=64))
+sched = MiniScheduler(stage_engine)
+peak, alloc = 0, sched.allocator.alloc_slots
+
+
+def alloc_and_watch(reqs):  # 记下每一步分配之后用了几页
+    global peak
+    out_loc = alloc(reqs)
+    peak = max(peak, sched.allocator.num_used_pages)
+    return out_loc
+
+
+sched.allocator.alloc_slots = alloc_and_watch
+prompts = [encode(path, t) for t in texts]
+started = time.perf_counter()
+outputs, sizes = sched.generate(prompts, [SamplingParams(max_tokens=n) for n in max_tokens])
+elapsed = time.perf_counter() - started
+same = [out == hf_greedy(path, p, n) for p, out, n in zip(prompts, outputs, max_tokens)]
+rows = ["| 提示 | 提示 token | 生成 | 输出 | 与 HF 一致 |", "| --- | ---: | ---: | --- | :---: |"]
+for text, p, out, ok in zip(texts, prompts, outputs, same):
+    shown = decode(path, out).replace("\n", "⏎").replace("|", "\\|")
+    rows.append(f"| `{text.strip()}` | {len(p)} | {len(out)} | {shown} | {'✓' if ok else '✗'} |")
+generated = sum(len(o) for o in outputs)
+rows.append(f"\n共 {len(sizes)} 步（1 步 prefill + {len(sizes) - 1} 步 decode），每步的批大小 {sizes}；"
+            f"提示共 {sum(map(len, prompts))} 个 token，生成 {generated} 个。KV 池 {stage_engine.num_pages} 页"
+            f" × 4 token，最多同时用了 {peak} 页；结束后空闲 {sched.allocator.num_free_pages} / "
+            f"{stage_engine.num_pages} 页，页表的行空闲 {sched.table.available_size} / 8。")
+assert all(same) and sched.allocator.num_free_pages == stage_engine.num_pages
+assert sched.table.available_size == 8
+stage_engine.shutdown()
+Markdown("\n".join(rows))
+
+# %% tags=["remove-cell", "milestone-time"]
+# NBVAL_IGNORE_OUTPUT
+print(f"这台机器上：{elapsed:.1f} 秒，{generated / elapsed:.1f} token/s"
+      f"（{torch.get_num_threads()} 个线程；随机器而变）")
+
+# %% tags=["remove-cell", "milestone-checklist"]
+from minibook import practice
+
+collected = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                            "tests"], capture_output=True, text=True, check=True).stdout
+total_tests = sum(1 for line in collected.splitlines() if "::" in line)
+main_out = subprocess.run([sys.executable, "examples/ch06_engine.py"], capture_output=True, text=True,
+                          check=True).stdout
+agree = main_out.count("与 HF 一致：True")
+free = re.search(r"结束后空闲页：(\d+) / (\d+)", main_out)
+stage_ex = [ex for ex in practice.exercises() if ex.chapter <= 6]
+checks = [
+    ("python tools/steps.py check 0-6", "第 0–6 章逐章搭树、跑 main 和测试，最后一行是“7 章通过，0 章失败”"),
+    ("python tools/steps.py run 6 -- python examples/ch06_engine.py",
+     f"{agree} 行“与 HF 一致：True”，结束后空闲页 {free.group(1)} / {free.group(2)}，页不够的一批什么都不改"),
+    ("python tools/steps.py run 6 -- python -m pytest -q tests",
+     f"收集到 {total_tests} 个测试（参数化展开后），没有 failed；没有 GPU 时只在 CUDA 上跑的几个是 skipped"),
+    ("python tools/steps.py run 6 -- python examples/gpu_smoke.py",
+     "没有 GPU：说明原因并跳过；有 GPU：最后一行是“全部通过”"),
+    ("python practice/judge.py list",
+     f"阶段一的 {len(stage_ex)} 道题（第 {stage_ex[0].number}–{stage_ex[-1].number} 题）；逐道 start、test 做到通过"),
+]
+assert agree == 8 and free.group(1) == free.group(2)
+Markdown("\n".join(f"- [ ] `{cmd}`  \n  应当看到：{expect}" for cmd, expect in checks))
