@@ -79,8 +79,8 @@ def main() -> int:
     args = parser.parse_args()
     on_cuda = not args.cpu
     if on_cuda and not torch.cuda.is_available():
-        print("这台机器上没有可用的 CUDA 设备：跳过 GPU 冒烟检查。"
-              "CPU 上的路径由各章的测试覆盖；有 GPU 时再运行 python examples/gpu_smoke.py。")
+        print("这台机器上没有可用的 CUDA 设备：跳过 GPU 冒烟检查。")
+        print("CPU 上的路径由各章的测试覆盖；有 GPU 时再运行 python examples/gpu_smoke.py。")
         return 0
 
     from minibook.hf import encode, hf_greedy
