@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import math
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -12,10 +13,11 @@ import torch
 from minisgl.core import Batch, Req, SamplingParams, get_global_ctx
 from minisgl.distributed import get_tp_info
 from minisgl.engine import Engine, EngineConfig, ForwardOutput, Sampler
+from minisgl.engine import engine as engine_module
 from minisgl.kvcache import OutOfPagesError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
-from ch06_engine import generate  # noqa: E402  本章 main 里的迷你调度器
+from ch06_engine import MiniScheduler, generate  # noqa: E402  本章 main 里的迷你调度器
 
 from minibook.hf import encode, hf_greedy  # noqa: E402
 from minibook.models import smollm2, tiny_qwen3  # noqa: E402
@@ -135,11 +137,13 @@ def test_batched_greedy_equals_huggingface(model, page_size, clean_global_state)
     engine = make_engine(path, page_size=page_size, num_page_override=192 // page_size)
     prompts = [encode(path, t) for t in PROMPTS]
     lengths = [7, 3, 5, 1]
-    outputs, sizes = generate(engine, prompts, [SamplingParams(max_tokens=n) for n in lengths])
+    sched = MiniScheduler(engine)
+    outputs, sizes = sched.generate(prompts, [SamplingParams(max_tokens=n) for n in lengths])
     assert sizes == [4, 3, 3, 2, 2, 1, 1]  # 请求按 max_tokens 陆续结束，批随之变小
     for prompt, out, n in zip(prompts, outputs, lengths):
         assert out == hf_greedy(path, prompt, n)
-    assert engine.page_allocator.num_free_pages == engine.num_pages
+    assert sched.allocator.num_free_pages == engine.num_pages  # 页全部还回来了
+    assert sched.table.available_size == 6  # 页表的行也是
     engine.shutdown()
 
 
@@ -170,38 +174,144 @@ def test_generate_waits_for_the_copy_before_reading_tokens(clean_global_state):
     engine.shutdown()
 
 
-def test_memory_budget_sizes_the_pool_and_is_capped_by_the_page_table():
+def test_forward_batch_does_the_bookkeeping_at_launch(clean_global_state):
     path = tiny_qwen3()
-    engine = make_engine(path, num_page_override=None, memory_ratio=0.05)
+    engine = make_engine(path)
+    sched = MiniScheduler(engine)
+    req = sched.add([1, 2, 3, 4, 5], SamplingParams(max_tokens=3), uid=0)
+    batch = sched.prepare_batch([req], "prefill")
+    out = engine.forward_batch(batch, engine.sampler.prepare(batch))
+    # Engine 前进了记账：5 个 token 进了 KV 池，新 token 占住位置 5；CPU 上的 token 还没追加
+    assert (req.cached_len, req.device_len, len(req.input_ids)) == (5, 6, 5)
+    assert out.next_tokens.shape == (1,)
+    engine.shutdown()
+
+
+class FakeEvent:
+    """记下 record 时传进来的流。"""
+
+    def record(self, stream=None) -> None:
+        self.stream = stream
+
+
+def test_copy_done_is_recorded_on_the_engines_stream(monkeypatch, clean_global_state):
+    engine = make_engine(tiny_qwen3())
+    sched = MiniScheduler(engine)
+    req = sched.add([1, 2, 3], SamplingParams(max_tokens=2), uid=0)
+    batch = sched.prepare_batch([req], "prefill")
+    # 假装这是 cuda:1 上的 Engine：当前流就是它的流，另一块卡的流是别的对象
+    engine.stream = own_stream = object()
+    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: own_stream)
+    out = engine.forward_batch(batch, engine.sampler.prepare(batch))
+    assert isinstance(out.copy_done, FakeEvent) and out.copy_done.stream is own_stream
+    engine.stream = None
+    engine.shutdown()
+
+
+def test_pool_sized_by_the_memory_budget_not_by_the_page_table(monkeypatch):
+    path = tiny_qwen3()
+    monkeypatch.setattr(engine_module, "_free_memory", lambda device: 64 * 2**20)
+    engine = make_engine(path, num_page_override=None, memory_ratio=0.25)
     c = engine.model_config
     per_page = 2 * c.num_layers * c.num_kv_heads * c.head_dim * 4 * 4  # float32，page_size=4
     assert engine.kv_bytes_per_page() == per_page
-    cap = 6 * math.ceil(48 / 4)  # 6 行 × 每行最多 12 页
-    assert 1 <= engine.num_pages <= cap
-    assert engine.kv_cache.num_slots == engine.num_pages * 4
+    # 16 MiB 的预算全给 KV 池，不再被 "6 行 × 每行 12 页 = 72 页" 封顶
+    assert engine.num_pages == 16 * 2**20 // per_page > 6 * 48 // 4
+    assert engine.max_seq_len == 48 and engine.page_table.shape == (7, 48)
     engine.shutdown()
 
 
-def test_running_out_of_pages_is_a_clear_error():
-    path = tiny_qwen3()
-    engine = make_engine(path, num_page_override=2, page_size=4)  # 只够 8 个 token
-    prompt = encode(path, "This prompt is certainly longer than eight tokens, by quite a lot.")
-    with pytest.raises(OutOfPagesError):
-        generate(engine, [prompt], [SamplingParams(max_tokens=2)])
-    assert engine.page_allocator.num_free_pages == 2  # 失败的分配什么都没拿走
+def test_max_seq_len_is_capped_by_the_pool():
+    engine = make_engine(tiny_qwen3(), num_page_override=5, page_size=4)  # 池子只有 20 个 token
+    assert engine.max_seq_len == 20 and engine.page_table.shape == (7, 20)
+    with pytest.raises(ValueError):  # 比整个池子还长的请求，在进门时就被拒绝
+        MiniScheduler(engine).add(list(range(15)), SamplingParams(max_tokens=6), uid=0)
     engine.shutdown()
+
+
+def test_padding_row_points_at_a_dummy_page_nobody_owns():
+    engine = make_engine(tiny_qwen3(), num_page_override=6, page_size=4)
+    assert engine.dummy_page == 6
+    assert engine.kv_cache.num_slots == (6 + 1) * 4  # 池子多一页
+    assert (engine.page_table[-1] == 6 * 4).all()  # 占位行整行指向占位页
+    allocator = MiniScheduler(engine).allocator
+    assert sorted(allocator.alloc_pages(6)) == list(range(6))  # 能分出去的页里没有它
+    engine.shutdown()
+
+
+def test_a_padded_request_writes_only_into_the_dummy_page():
+    """补齐批大小的占位请求（CUDA 图重放时会有）把 K/V 写进占位页，不碰真实请求的槽位。"""
+    engine = make_engine(tiny_qwen3())
+    sched = MiniScheduler(engine)
+    req = sched.add([1, 2, 3, 4, 5], SamplingParams(max_tokens=3), uid=0)
+    sched.step([req], "prefill")
+    pad_row = engine.config.max_running_req  # 页表的最后一行：占位行
+    pad = Req(input_ids=torch.tensor([0], dtype=torch.int32), table_idx=pad_row, cached_len=0,
+              output_len=1, uid=-1, sampling_params=SamplingParams(), cache_handle=None)
+    batch = Batch([req], "decode")
+    batch.padded_reqs = [req, pad]
+    padding_slot = engine.page_table[pad.table_idx, :1]
+    batch.out_loc = torch.cat([sched.allocator.alloc_slots([req]), padding_slot])
+    pool = sched.table.token_pool
+    batch.input_ids = torch.cat([pool[req.table_idx, 5:6], pool[pad.table_idx, :1]]).long()
+    batch.positions = torch.tensor([5, 0])
+    engine.attn_backend.prepare_metadata(batch)
+    before = engine.kv_cache.kv_buffer.clone().view(torch.int32)  # 按位比较：未写过的槽位可能是 nan
+    engine.forward_batch(batch, engine.sampler.prepare(batch))
+    changed = (engine.kv_cache.kv_buffer.view(torch.int32) != before).any(-1).any(-1).any(1).any(0)
+    assert changed.nonzero().flatten().tolist() == [5, engine.dummy_page * 4]
+    engine.shutdown()
+
+
+def test_a_batch_that_does_not_fit_changes_nothing():
+    engine = make_engine(tiny_qwen3(), num_page_override=3, page_size=4)  # 3 页 = 12 个 token
+    sched = MiniScheduler(engine)
+    reqs = [sched.add(list(range(10, 18)), SamplingParams(max_tokens=2), uid=i) for i in range(2)]
+    table_before = engine.page_table.clone()
+    with pytest.raises(OutOfPagesError):  # 每个 8 token 的提示要 2 页，一共 4 页
+        sched.prepare_batch(reqs, "prefill")
+    assert sched.allocator.num_free_pages == 3  # 失败的分配什么都没拿走
+    assert torch.equal(engine.page_table, table_before)
+    assert [(r.cached_len, r.device_len) for r in reqs] == [(0, 8), (0, 8)]
+    out = sched.step(reqs[:1], "prefill")  # 单独一个请求放得下，照常运行
+    assert len(out) == 1 and sched.allocator.num_free_pages == 1
+    engine.shutdown()
+
+
+def run_gpu_smoke(*args: str, hide_cuda: bool = False) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    if hide_cuda:
+        env["CUDA_VISIBLE_DEVICES"] = ""  # 让有 GPU 的机器也走"没有 CUDA"的分支
+    root = Path(__file__).resolve().parents[1]
+    return subprocess.run([sys.executable, "examples/gpu_smoke.py", *args], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_gpu_smoke_skips_cleanly_without_cuda():
+    result = run_gpu_smoke(hide_cuda=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "没有可用的 CUDA" in result.stdout and "跳过" in result.stdout
+
+
+def test_gpu_smoke_logic_passes_on_cpu():
+    """--cpu 走一遍脚本自身（生成、与 HF 比较、还页），CUDA 的检查不做。有 GPU 时真的跑一遍。"""
+    result = run_gpu_smoke() if torch.cuda.is_available() else run_gpu_smoke("--cpu")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "全部通过" in result.stdout and "✗" not in result.stdout
 
 
 def test_shutdown_clears_the_global_context():
     engine = make_engine(tiny_qwen3())
     assert get_global_ctx() is engine.ctx
     engine.shutdown()
-    with pytest.raises(RuntimeError):
+    with pytest.raises(AssertionError):
         get_global_ctx()
 
 
 @pytest.mark.parametrize("bad", [dict(memory_ratio=0.0), dict(memory_ratio=1.5),
-                                 dict(max_running_req=0), dict(num_page_override=0)])
+                                 dict(max_running_req=0), dict(num_page_override=0),
+                                 dict(page_size=0), dict(max_seq_len_override=0)])
 def test_engine_config_rejects_bad_values(bad):
     with pytest.raises(ValueError):
         EngineConfig(model_path=tiny_qwen3(), **bad)

@@ -2,7 +2,8 @@
 
 Engine 只管"算"：给它一个准备好的 Batch（input_ids、positions、out_loc 已填好，
 注意力元数据已准备好），它做一次前向、采样出每个请求的下一个 token。
-哪些请求进这一批、它们的 K/V 放在池子的哪里，是调度器（第 7 章起）的事。
+哪些请求进这一批、它们的 K/V 放在池子的哪一页，是调度器一侧的事：分配器、页表的行
+都归调度器（本章是 main 里的迷你调度器），Engine 只提供页表和页数。
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ import torch
 
 from minisgl.attention import BaseAttnBackend, create_attention_backend
 from minisgl.core import Batch, Context, set_global_ctx
-from minisgl.distributed import destroy_distributed, set_tp_info
-from minisgl.kvcache import BaseKVCachePool, PageAllocator, create_kvcache_pool
+from minisgl.distributed import destroy_distributed, local_kv_heads, set_tp_info
+from minisgl.kvcache import BaseKVCachePool, create_kvcache_pool
 from minisgl.models import BaseLLMModel, create_model, load_weight
-from minisgl.utils import device_of, div_even, init_logger, is_cuda, torch_dtype
+from minisgl.utils import device_of, init_logger, is_cuda, torch_dtype
 
 from .config import EngineConfig
 from .sample import BatchSamplingArgs, Sampler
@@ -38,6 +39,11 @@ class Engine:
         tp = config.tp_info
         set_tp_info(tp.rank, tp.size)  # 之后建层、切权重、建 KV 池都按这个 rank 来
         self.device = torch.device(config.device) if config.device else device_of(tp.rank)
+        self.stream: torch.cuda.Stream | None = None  # CPU 上没有流
+        if is_cuda(self.device):
+            # 设成当前设备：之后不写设备号的 CUDA 调用（事件、当前流、新张量）都落在这块卡上
+            torch.cuda.set_device(self.device)
+            self.stream = torch.cuda.current_stream(self.device)
         if tp.size > 1:
             self._init_distributed()
         self.model_config = config.model_config
@@ -45,20 +51,22 @@ class Engine:
         set_global_ctx(self.ctx)
 
         self.model = self._load_model()
-        self.num_pages = self._decide_num_pages()
+        self.num_pages = self._decide_num_pages()  # 能分给请求的页：0 .. num_pages-1
+        self.dummy_page = self.num_pages  # 多建一页，不属于任何请求：占位行写 K/V 的地方
         self.kv_cache: BaseKVCachePool = create_kvcache_pool(
-            self.model_config, self.num_pages, config.page_size, config.dtype, self.device
+            self.model_config, self.num_pages + 1, config.page_size, config.dtype, self.device
         )
+        # 一个请求再长也放不下比整个池子还多的 token：页表宽度按池子封顶
+        self.max_seq_len = min(config.max_seq_len, self.num_pages * config.page_size)
         # 页表：一行一个请求，第 j 列是这个请求第 j 个 token 的 K/V 在池中的槽位。
-        # 多出的最后一行留给第 18 章图捕获时补齐批大小用的占位请求。
+        # 多出的最后一行是占位行（补齐批大小用），整行指向占位页
         self.page_table = torch.zeros(
-            (config.max_running_req + 1, config.max_seq_len), dtype=torch.int32, device=self.device
+            (config.max_running_req + 1, self.max_seq_len), dtype=torch.int32, device=self.device
         )
-        self.page_allocator = PageAllocator(self.num_pages, config.page_size, self.device)
+        self.page_table[-1] = self.dummy_page * config.page_size
         self.attn_backend: BaseAttnBackend = create_attention_backend(
             config.attention_backend, self.kv_cache, self.page_table
         )
-        self.ctx.kv_cache, self.ctx.page_table = self.kv_cache, self.page_table
         self.ctx.attn_backend = self.attn_backend
         self.sampler = Sampler(self.device, self.model_config.vocab_size, seed=config.seed)
 
@@ -67,8 +75,7 @@ class Engine:
         with torch.device("meta"), torch_dtype(self.config.dtype):
             model = create_model(self.model_config)
         weights = load_weight(
-            self.config.model_path, self.model_config,
-            tp_info=self.config.tp_info, device=self.device, dtype=self.config.dtype,
+            self.config.model_path, self.model_config, device=self.device, dtype=self.config.dtype
         )
         model.load_state_dict(dict(weights))
         return model
@@ -76,36 +83,40 @@ class Engine:
     def kv_bytes_per_page(self) -> int:
         """一页 KV 在本 rank 上占多少字节：K 和 V × 层数 × 本地 KV 头 × head_dim × page_size。"""
         c = self.model_config
-        local_kv = div_even(c.num_kv_heads, self.config.tp_info.size, allow_replicate=True)
         itemsize = torch.empty(0, dtype=self.config.dtype).element_size()
-        return 2 * c.num_layers * local_kv * c.head_dim * itemsize * self.config.page_size
+        return 2 * c.num_layers * local_kv_heads(c.num_kv_heads) * c.head_dim * itemsize \
+            * self.config.page_size
 
     def _decide_num_pages(self) -> int:
         if self.config.num_page_override is not None:
             return self.config.num_page_override
         budget = int(_free_memory(self.device) * self.config.memory_ratio)
-        # 池子再大也用不满页表：所有行都写满时需要的页数就是上限
-        cap = self.config.max_running_req * -(-self.config.max_seq_len // self.config.page_size)
-        num_pages = min(budget // self.kv_bytes_per_page(), cap)
+        num_pages = budget // self.kv_bytes_per_page()
         if num_pages < 1:
-            raise RuntimeError(
-                f"内存不够放下哪怕一页 KV：可用预算 {budget} 字节，一页要 {self.kv_bytes_per_page()} 字节"
-            )
+            raise RuntimeError(f"内存不够放下哪怕一页 KV：可用预算 {budget} 字节，"
+                               f"一页要 {self.kv_bytes_per_page()} 字节")
         logger.debug_rank0("KV 池：%d 页 × %d token/页（预算 %.2f GiB）",
-                    num_pages, self.config.page_size, budget / 2**30)
+                           num_pages, self.config.page_size, budget / 2**30)
         return num_pages
 
     def forward_batch(self, batch: Batch, args: BatchSamplingArgs) -> ForwardOutput:
-        """一次前向加采样。batch 必须已经准备好（见本章 main 里的 prepare_batch）。"""
+        """一次前向加采样，并在发射时就替每个请求记账（complete_one）。
+
+        batch 必须已经准备好（见本章 main 里的 prepare_batch）。返回时新 token 可能还在设备上，
+        但请求的 cached_len / device_len 已经前进了一步：调度器不等 token 拷回也能准备下一步。
+        """
         with self.ctx.forward_batch(batch), torch.inference_mode():
             logits = self.model.forward()
             next_tokens = self.sampler.sample(logits[: batch.size], args)  # 补齐的占位行不采样
-        if is_cuda(self.device):
-            next_tokens_cpu = next_tokens.to("cpu", non_blocking=True)
-            copy_done = torch.cuda.Event()
-            copy_done.record()
-            return ForwardOutput(next_tokens, next_tokens_cpu, copy_done)
-        return ForwardOutput(next_tokens, next_tokens)
+        for req in batch.reqs:
+            req.complete_one()  # 这一步的 token 已进 KV 池，新 token 占住下一个位置
+        if self.stream is None:  # CPU：没有异步可言，副本就是原张量
+            return ForwardOutput(next_tokens, next_tokens)
+        assert torch.cuda.current_stream() == self.stream, "前向必须发射在 Engine 的流上"
+        next_tokens_cpu = next_tokens.to("cpu", non_blocking=True)  # 目标在锁页内存里，异步拷
+        copy_done = torch.cuda.Event()
+        copy_done.record(self.stream)  # 排在这次拷贝之后：它完成，CPU 副本就能读
+        return ForwardOutput(next_tokens, next_tokens_cpu, copy_done)
 
     def _init_distributed(self) -> None:
         """TP>1：每个 rank 一个进程，经 torch.distributed 连成一组（第 16 章展开讲）。"""

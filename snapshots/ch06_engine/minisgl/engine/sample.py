@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from minisgl.core import Batch
+from minisgl.utils import is_cuda
 
 
 @dataclass
@@ -29,19 +30,28 @@ class Sampler:
         self.device, self.vocab_size = device, vocab_size
         # 自己的随机数发生器：采样结果只取决于种子和调用顺序，不受别处 torch.manual_seed 影响
         self.generator = torch.Generator(device=device).manual_seed(seed)
+        # GPU 上，参数列先放进锁页内存再异步拷过去：CPU 不必等拷贝完成
+        self.pinned = is_cuda(device)
+
+    def _column(self, values: list, dtype: torch.dtype) -> torch.Tensor:
+        """一列参数 → 设备上的张量。CPU 上就是 torch.tensor；GPU 上不让 CPU 停下来等。
+
+        torch.tensor(..., device="cuda") 从普通内存拷贝，CPU 要等拷贝结束才返回。锁页内存可以由
+        DMA 异步读取；拷贝完成前，PyTorch 的锁页内存池不会把这块内存挪作他用，host 可以马上丢掉。
+        """
+        host = torch.tensor(values, dtype=dtype, pin_memory=self.pinned)
+        return host.to(self.device, non_blocking=self.pinned)
 
     def prepare(self, batch: Batch) -> BatchSamplingArgs:
         params = [req.sampling_params for req in batch.reqs]
         if all(p.is_greedy for p in params):
             return BatchSamplingArgs(all_greedy=True)  # 最常见的情况：整批 argmax，什么都不用准备
-
-        def column(values: list, dtype: torch.dtype) -> torch.Tensor:
-            return torch.tensor(values, dtype=dtype, device=self.device)
-
+        column = self._column
         return BatchSamplingArgs(
             all_greedy=False,
             greedy=column([p.is_greedy for p in params], torch.bool),
-            temperatures=column([1.0 if p.is_greedy else p.temperature for p in params], torch.float32),
+            temperatures=column([1.0 if p.is_greedy else p.temperature for p in params],
+                                torch.float32),
             top_k=column([self.vocab_size if p.top_k == -1 else min(p.top_k, self.vocab_size)
                           for p in params], torch.int64),
             top_p=column([p.top_p for p in params], torch.float32),
@@ -57,13 +67,17 @@ class Sampler:
         scaled = logits.float() / args.temperatures[:, None]
         sorted_logits, order = scaled.sort(dim=-1, descending=True, stable=True)
         rank = torch.arange(logits.shape[-1], device=logits.device)
-        sorted_logits[rank[None, :] >= args.top_k[:, None]] = float("-inf")  # 只留前 k 名
+        # 只留前 k 名
+        sorted_logits.masked_fill_(rank[None, :] >= args.top_k[:, None], float("-inf"))
         probs = sorted_logits.softmax(dim=-1)
         mass_before = probs.cumsum(dim=-1) - probs  # 排在这个 token 前面的概率总和
         # 前面已经凑够 p 了，这个 token 不要；第 1 名前面是 0，总能留下。
         # top_p = 1 表示不限制：浮点累加可能在末尾"凑够 1"，不能因此误删长尾
-        cut = (mass_before >= args.top_p[:, None]) & (args.top_p[:, None] < 1.0)
-        probs[cut] = 0.0
-        choice = torch.multinomial(probs, num_samples=1, generator=self.generator)  # 不必归一化
+        probs.masked_fill_((mass_before >= args.top_p[:, None]) & (args.top_p[:, None] < 1.0), 0.0)
+        # 按 probs 的比例抽一个名次（不必归一化）：argmax(p / q)，q 服从指数分布。
+        # 与 torch.multinomial(probs, 1) 同一个算法、同样的随机数，但 multinomial 先把
+        # "分布是否合法"读回 CPU 检查，在 GPU 上是一次同步；这里什么都不读回
+        q = torch.empty_like(probs).exponential_(generator=self.generator)
+        choice = (probs / q).argmax(dim=-1, keepdim=True)
         sampled = order.gather(-1, choice).squeeze(-1)
         return torch.where(args.greedy, logits.argmax(dim=-1), sampled).to(torch.int32)
