@@ -289,7 +289,7 @@ finally:
 assert ENV.LOG_LEVEL == (saved or "INFO").upper()
 
 # %% [markdown]
-# 写错的开关若悄悄退回默认值，你会以为设置生效了，却查不出为什么没变化。后面的章节需要新的开关时，在 `Env` 里各加一行。`utils/` 里是几个有名字的小工具：`div_even`（整除，分不匀就报错）、`div_ceil`、`align_ceil`（按页取整）、`is_cuda`、`device_of`、`torch_dtype`，以及带 rank 前缀的日志；它们在第 2 到第 6 章陆续用到。
+# 写错的开关若悄悄退回默认值，你会以为设置生效了，却查不出为什么没变化。后面的章节需要新的开关时，在 `Env` 里各加一行。`utils/` 里是几个有名字的小工具：`div_even`（整除，分不匀就报错）、`div_ceil`、`align_ceil`（按页取整）、`is_cuda`、`device_of`、`torch_dtype`、`to_device`（GPU 上经锁页内存异步拷贝，CPU 不等），以及带 rank 前缀的日志；它们在第 2 到第 6 章陆续用到。
 #
 # ??? note "深入：div_even 与 KV 头的复制"
 #     张量并行要把 query 头、MLP 中间维、词表平均分给每个 rank，分不匀就该在建模型时报错。`allow_replicate=True` 是专给 KV 头留的口子：GQA 模型的 KV 头常常比 rank 还少，这时每个 rank 放 1 个 KV 头，每个头复制到 `b // a` 个 rank 上。以 Qwen3-0.6B 为例（16 个 query 头、8 个 KV 头）：TP=2 每个 rank 8 个 query 头、4 个 KV 头；TP=16 每个 rank 1 个 query 头、1 个 KV 头，每个 KV 头复制 2 份；TP=3 时 `div_even(16, 3)` 直接报错。query 头不能复制，复制了就是两个 rank 算同一份输出。

@@ -337,7 +337,7 @@ assert again.tolist() == list(range(8, 20))  # 2、3、4 号页，按原来的�
 # 在 GPU 上，有两类操作会让 CPU 停下来等：把设备上的数读回 CPU（`.tolist()`、`.item()`），以及从普通（可分页）内存往设备拷贝（`torch.tensor(列表, device="cuda")` 要等同一个流上排在前面的工作和这次拷贝都完成才返回）。分配器两样都不做：记账全是 Python 列表，`free_slots` 只读 `_rows`；`alloc_slots` 送上设备的那 `[3, T]` 个整数先放进锁页内存，再用 `non_blocking=True` 发起拷贝，写页表是排在同一个流上的一次索引赋值，CPU 都不等。CPU 上什么都不变，张量原样返回：
 
 # %% tags=["remove-input"]
-listing("minisgl/kvcache/allocator.py", "PageAllocator._to_device")
+listing("minisgl/utils/misc.py", "to_device")
 
 # %% [markdown]
 # 本章的测试里有一个只在有 CUDA 时运行的用例，用 `torch.cuda.set_sync_debug_mode("error")` 让任何同步都抛错，再分配和释放一遍。
@@ -462,7 +462,7 @@ run("python -m pytest -q --color=no tests/test_ch04_kvcache.py")
 #
 # 1. **预算和并发**。给 Qwen3-0.6B（bf16、TP=1）10 GiB 的 KV 池，`page_size = 16`：能放多少页？64 个请求、每个 2000 个 token，放得下吗？
 # 2. **只还后面的页**。`page_size = 4`，一个请求有 14 个 token，想留下前面完整的页、只还其余的，`free_slots` 怎么调？为什么位置 12、13 那一页不能留给别的请求共享？
-# 3. **哪里会同步**。把 `_to_device` 改成 `torch.tensor(host.tolist(), device=self.device)`，CPU 上结果一样。在 GPU 上有什么不同？
+# 3. **哪里会同步**。把 `alloc_slots` 里的 `to_device(host, torch.int32, self.device)` 改成 `torch.tensor(host.tolist(), device=self.device)`，CPU 上结果一样。在 GPU 上有什么不同？
 # 4. **挑战：一次写整页**。上游分配一页时就把这页全部 `page_size` 个位置写进页表。改成这样，`alloc_slots` 里哪些计算可以省掉？页表里“还没走到的位置”有了槽位，会不会让读页表的地方出错？
 #
 # ??? success "参考答案"

@@ -20,6 +20,7 @@ from minisgl.utils import (
     init_logger,
     is_cuda,
     set_log_rank,
+    to_device,
     torch_dtype,
 )
 
@@ -323,6 +324,25 @@ def test_device_of():
         assert device_of(0) == torch.device("cpu")
         with pytest.raises(RuntimeError, match="CUDA"):
             device_of(0, "cuda")
+
+
+def test_to_device_on_cpu_keeps_values_and_dtype():
+    t = to_device([3, 1, 2], torch.int32, "cpu")
+    assert t.dtype == torch.int32 and t.device.type == "cpu" and t.tolist() == [3, 1, 2]
+    host = torch.tensor([[1, 2], [3, 4]], dtype=torch.int32)
+    assert to_device(host, torch.int32, torch.device("cpu")) is host  # CPU 上不多拷一份
+    assert to_device(host, torch.int64, "cpu").dtype == torch.int64
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="没有 CUDA：锁页内存 + non_blocking 只在 GPU 上走")
+def test_to_device_on_cuda_does_not_sync():
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")  # 任何让 CPU 等 GPU 的操作都会抛错
+    try:
+        t = to_device(list(range(1000)), torch.int64, "cuda")
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    assert t.is_cuda and t.cpu().tolist() == list(range(1000))
 
 
 def test_torch_dtype_restores_default():

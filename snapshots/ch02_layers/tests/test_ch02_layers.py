@@ -641,12 +641,11 @@ def test_lm_head_rows_on_cuda_use_pinned_memory(monkeypatch):
         pytest.skip("没有 CUDA：锁页内存 + non_blocking 的路径只在 GPU 上走")
     import minisgl.layers.embedding as embedding
     pinned = []
-    real_tensor = torch.tensor
+    real_pin = torch.Tensor.pin_memory
 
-    def spy(*args, **kwargs):
-        t = real_tensor(*args, **kwargs)
-        pinned.append(t.is_pinned())
-        return t
+    def spy(self, *args, **kwargs):
+        pinned.append(self.numel())
+        return real_pin(self, *args, **kwargs)
 
     head = ParallelLMHead(7, 4)
     head.weight = randn(7, 4, seed=0).cuda()
@@ -654,11 +653,11 @@ def test_lm_head_rows_on_cuda_use_pinned_memory(monkeypatch):
     set_global_ctx(ctx)
     x = randn(9, 4, seed=1).cuda()
     batch = make_batch([3, 2, 4], cached=[0, 5, 0])
-    monkeypatch.setattr(embedding.torch, "tensor", spy)
+    monkeypatch.setattr(torch.Tensor, "pin_memory", spy)
     with ctx.forward_batch(batch):
         out = head.forward(x)
     monkeypatch.undo()
-    assert pinned == [True]
+    assert pinned == [3]  # 3 个请求的行号经锁页内存上 GPU
     close(out.cpu(), (x[[2, 4, 8]] @ head.weight.T).cpu())
 
 

@@ -2,7 +2,7 @@
 
 from .logger import RankLogger, init_logger, set_log_rank
 from .math import align_ceil, div_ceil, div_even
-from .misc import device_of, is_cuda, torch_dtype
+from .misc import device_of, is_cuda, to_device, torch_dtype
 
 __all__ = [
     "RankLogger",
@@ -13,5 +13,6 @@ __all__ = [
     "align_ceil",
     "is_cuda",
     "device_of",
+    "to_device",
     "torch_dtype",
 ]

@@ -17,6 +17,19 @@ def is_cuda(device: torch.device | str) -> bool:
     return torch.device(device).type == "cuda"
 
 
+def to_device(values, dtype: torch.dtype, device: torch.device | str) -> torch.Tensor:
+    """把 CPU 上的数（列表或 CPU 张量）交给设备，不让 CPU 停下来等。
+
+    ``torch.tensor(列表, device="cuda")`` 从普通（可换页）内存拷贝，CPU 要等拷贝做完才返回。
+    先放进锁页内存再 ``non_blocking=True``：拷贝排进流里就返回，同一条流上后面的内核一定在它之后执行；
+    拷完之前，PyTorch 的锁页内存池不会把那块内存挪作他用。CPU 上就是普通的张量，什么都不变。
+    """
+    if not is_cuda(device):
+        return torch.as_tensor(values, dtype=dtype, device=device)
+    host = torch.as_tensor(values, dtype=dtype).pin_memory()
+    return host.to(device, non_blocking=True)
+
+
 def device_of(rank: int = 0, device_type: str | None = None) -> torch.device:
     """第 rank 个 TP 进程应该用的设备。
 

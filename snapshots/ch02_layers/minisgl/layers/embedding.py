@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 from minisgl.core import get_global_ctx
 from minisgl.distributed import DistributedCommunicator, get_tp_info
-from minisgl.utils import div_ceil
+from minisgl.utils import div_ceil, to_device
 
 from .base import BaseOP
 
@@ -76,12 +76,10 @@ class ParallelLMHead(VocabParallelEmbedding):
 def _last_token_rows(reqs, device: torch.device) -> torch.Tensor:
     """prefill 批里每个请求最后一个 token 的行号：extend_len 的前缀和减 1，在 CPU 上算好。
 
-    拷到 GPU 时先放进锁页内存、non_blocking=True：CPU 不必等这次拷贝完成，
-    直接去发下一个算子；从普通内存拷就得同步等着。CPU 上两者没有区别。
+    to_device 在 GPU 上走锁页内存 + non_blocking：CPU 不必等这次拷贝完成就去发下一个算子。
     """
     rows, end = [], 0
     for req in reqs:
         end += req.extend_len
         rows.append(end - 1)
-    host = torch.tensor(rows, dtype=torch.int64, pin_memory=device.type == "cuda")
-    return host.to(device, non_blocking=True)
+    return to_device(rows, torch.int64, device)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 
 import torch
 
-from minisgl.utils import div_ceil
+from minisgl.utils import div_ceil, to_device
 
 if TYPE_CHECKING:
     from minisgl.core import Req
@@ -115,7 +115,8 @@ class PageAllocator:
             positions += range(start, end)
             slots += [pages[pos // ps] * ps + pos % ps for pos in range(start, end)]
         host = torch.tensor([rows, positions, slots], dtype=torch.int32)  # [3, T]
-        row_ids, pos_ids, out_loc = self._to_device(host).unbind(0)
+        # GPU 上经锁页内存异步拷过去，CPU 不等；CPU 上原样返回
+        row_ids, pos_ids, out_loc = to_device(host, torch.int32, self.device).unbind(0)
         self.page_table[row_ids, pos_ids] = out_loc
         return out_loc
 
@@ -130,12 +131,6 @@ class PageAllocator:
         first = start // self.page_size
         self.free_pages(pages[first:])
         del pages[first:]
-
-    def _to_device(self, host: torch.Tensor) -> torch.Tensor:
-        """CPU 上什么都不做；CUDA 上经锁页内存异步拷过去，CPU 不等拷贝完成。"""
-        if self.device.type != "cuda":
-            return host
-        return host.pin_memory().to(self.device, non_blocking=True)
 
     def __repr__(self) -> str:
         return (

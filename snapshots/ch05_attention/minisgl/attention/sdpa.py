@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from minisgl.kvcache import BaseKVCachePool
+from minisgl.utils import to_device
 
 from .base import BaseAttnBackend, BaseAttnMetadata
 
@@ -38,18 +39,6 @@ def causal_mask_bottom_right(
     q_pos = torch.arange(num_k - num_q, num_k, device=device)
     k_pos = torch.arange(num_k, device=device)
     return k_pos[None, :] <= q_pos[:, None]
-
-
-def to_device(values: list[int], device: torch.device) -> torch.Tensor:
-    """把一个 Python 整数列表交给设备。
-
-    CUDA 上先放进锁页（pinned）内存，再 non_blocking 拷贝：CPU 不等拷贝完成就往下走，
-    拷贝排在同一条流上、在用到它的内核之前完成。直接 torch.tensor(list, device="cuda")
-    会让 CPU 停下来等这次拷贝。CPU 上两者一样，直接建张量。
-    """
-    if device.type != "cuda":
-        return torch.tensor(values, device=device)
-    return torch.tensor(values, pin_memory=True).to(device, non_blocking=True)
 
 
 @dataclass
@@ -96,8 +85,8 @@ class SDPAAttnBackend(BaseAttnBackend):
         # 从页表一次取出所有请求 key 的槽位，补齐成 [B, max_k]。补出来的位置重复这个请求
         # 最后一个 key 的槽位：那里一定写过（这一步刚存进去），读到的不会是未初始化的 nan，
         # 再由 key_mask 遮掉。补成任意槽位都不行：nan 乘以 0 还是 nan。
-        lens_k = to_device(seq_lens_k, device)
-        rows = to_device([req.table_idx for req in reqs], device)
+        lens_k = to_device(seq_lens_k, torch.int64, device)
+        rows = to_device([req.table_idx for req in reqs], torch.int64, device)
         pos = torch.arange(max(seq_lens_k), device=device)
         key_mask = pos[None, :] < lens_k[:, None]
         clamped = torch.minimum(pos[None, :], lens_k[:, None] - 1)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from minisgl.core import Batch
-from minisgl.utils import is_cuda
+from minisgl.utils import to_device
 
 
 @dataclass
@@ -30,17 +30,10 @@ class Sampler:
         self.device, self.vocab_size = device, vocab_size
         # 自己的随机数发生器：采样结果只取决于种子和调用顺序，不受别处 torch.manual_seed 影响
         self.generator = torch.Generator(device=device).manual_seed(seed)
-        # GPU 上，参数列先放进锁页内存再异步拷过去：CPU 不必等拷贝完成
-        self.pinned = is_cuda(device)
 
     def _column(self, values: list, dtype: torch.dtype) -> torch.Tensor:
-        """一列参数 → 设备上的张量。CPU 上就是 torch.tensor；GPU 上不让 CPU 停下来等。
-
-        torch.tensor(..., device="cuda") 从普通内存拷贝，CPU 要等拷贝结束才返回。锁页内存可以由
-        DMA 异步读取；拷贝完成前，PyTorch 的锁页内存池不会把这块内存挪作他用，host 可以马上丢掉。
-        """
-        host = torch.tensor(values, dtype=dtype, pin_memory=self.pinned)
-        return host.to(self.device, non_blocking=self.pinned)
+        """一列参数 → 设备上的张量（GPU 上经锁页内存异步拷贝，CPU 不等）。"""
+        return to_device(values, dtype, self.device)
 
     def prepare(self, batch: Batch) -> BatchSamplingArgs:
         params = [req.sampling_params for req in batch.reqs]
