@@ -12,7 +12,7 @@
 # ---
 
 # %% [markdown]
-# # 第 4 章 KV 池、页表与 token pool
+# # 第 4 章 KV 池、页表与 token 池
 #
 # 第 0 章给每条序列按“提示 + 最多生成多少”预留一块连续的 [KV 缓存](../glossary.md#kv-cache)，一个服务同时跑几十条序列时，这样既浪费又会碎。本章换成操作系统管内存的办法：启动时分好一整块 [KV 池](../glossary.md#kv-pool)，按固定大小的[页](../glossary.md#page)发给请求，用一张[页表](../glossary.md#page-table)记下每个 token 的 K/V 在哪个[槽位](../glossary.md#slot)。我们写三样东西：池子 `MHAKVCachePool`、分配器 `PageAllocator`、管页表行和 [token 池（token pool）](../glossary.md#token-pool) 的 `TableManager`。main 里三个请求共用 8 页，写进去的 K/V 按页表原样读回，一批装不下时报错而且什么都不改。
 

@@ -56,3 +56,35 @@ def test_notebook_follows_the_page_anatomy(ch):
     for helper in ("header()", "tree()", "listing(", "run("):
         assert helper in sources, f"{ch.notebook.name} 没有用 {helper}"
     assert "??? " in text, "自测和练习的参考答案应当是可折叠的"
+
+
+def test_markdown_only_sync_keeps_outputs_and_refuses_code_changes(tmp_path):
+    """--markdown-only 只把文字抄进 .ipynb；代码单元一变就拒绝（输出必须来自真的执行）。"""
+    import types
+
+    import jupytext
+    import nbformat
+
+    from minibook import cli
+
+    ch = WRITTEN[0]
+    py, ipynb = tmp_path / ch.notebook.name, tmp_path / ch.ipynb.name
+    py.write_text(ch.notebook.read_text(encoding="utf-8"), encoding="utf-8")
+    ipynb.write_bytes(ch.ipynb.read_bytes())
+    copy = types.SimpleNamespace(number=ch.number, notebook=py, ipynb=ipynb)  # 同一章，换到临时目录
+    before = nbformat.read(ipynb, as_version=4)
+    nb = jupytext.read(py)
+    md = next(i for i, c in enumerate(nb.cells) if c.cell_type == "markdown")
+    nb.cells[md].source += "\n\n（改过的一句话）"
+    jupytext.write(nb, py, fmt="py:percent")
+    assert notebook.sync_markdown(copy) == 1
+    after = nbformat.read(ipynb, as_version=4)
+    assert after.cells[md].source.endswith("（改过的一句话）")
+    assert [c.get("outputs") for c in after.cells] == [c.get("outputs") for c in before.cells]
+    assert notebook.out_of_sync(copy) is None
+
+    code = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code" and i > md)
+    nb.cells[code].source += "\nprint(1)"
+    jupytext.write(nb, py, fmt="py:percent")
+    with pytest.raises(cli.UserError, match="代码单元变了"):
+        notebook.sync_markdown(copy)

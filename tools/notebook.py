@@ -27,7 +27,8 @@ EXAMPLES = f"""示例：
   {PROG} 1          执行第 1 章，写出 chapters/ch01_core.ipynb
   {PROG} 0 1        执行第 0、1 章
   {PROG} all        执行全部已写的章节
-  {PROG} --check    只检查每个 .ipynb 的输入与 .py 源一致（不执行）"""
+  {PROG} --check    只检查每个 .ipynb 的输入与 .py 源一致（不执行）
+  {PROG} 4 --markdown-only   只改了第 4 章的文字：抄进 .ipynb，不重新执行"""
 
 KERNEL_TIMEOUT = 1200
 
@@ -66,6 +67,27 @@ def execute(ch: C.Chapter) -> float:
     return time.monotonic() - start
 
 
+def sync_markdown(ch: C.Chapter) -> int:
+    """只把 .py 里改过的文字单元抄进 .ipynb，不重新执行；返回改了几个单元。
+
+    只有代码单元一字不差、单元的顺序和类型都没变时才这样做：输出只来自代码单元，代码没变，输出就还是真的。
+    """
+    source = jupytext.read(ch.notebook)
+    executed = nbformat.read(ch.ipynb, as_version=4)
+    if [c.cell_type for c in source.cells] != [c.cell_type for c in executed.cells]:
+        raise cli.UserError(f"{ch.notebook.name} 增删或挪动了单元：要重新执行（python tools/notebook.py {ch.number}）")
+    changed = 0
+    for new, old in zip(source.cells, executed.cells):
+        if new.source.strip() == old.source.strip():
+            continue
+        if new.cell_type != "markdown":
+            raise cli.UserError(f"{ch.notebook.name} 的代码单元变了：要重新执行（python tools/notebook.py {ch.number}）")
+        old.source = new.source
+        changed += 1
+    nbformat.write(executed, ch.ipynb)
+    return changed
+
+
 def cmd_notebooks(args: argparse.Namespace) -> int:
     written = C.written_chapters()
     picked = written if not args.chapters or args.chapters == ["all"] else \
@@ -76,6 +98,10 @@ def cmd_notebooks(args: argparse.Namespace) -> int:
             print(p)
         print("全部一致" if not problems else f"{len(problems)} 个 notebook 需要重新执行")
         return 1 if problems else 0
+    if args.markdown_only:
+        for ch in picked:
+            print(f"{ch.ipynb.name}：抄过去 {sync_markdown(ch)} 个文字单元（没有重新执行）")
+        return 0
     for ch in picked:
         print(f"执行第 {ch.number} 章 {ch.notebook.name} ……", flush=True)
         try:
@@ -93,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
                                 epilog=EXAMPLES)
     parser.add_argument("chapters", metavar="N", nargs="*", help="章号，或 all；不写就是全部已写的章节")
     parser.add_argument("--check", action="store_true", help="只检查 .ipynb 的输入与 .py 源一致（不执行）")
+    parser.add_argument("--markdown-only", action="store_true",
+                        help="只改了文字单元时用：把文字抄进 .ipynb，不重新执行（代码单元变了就拒绝）")
     parser.set_defaults(func=cmd_notebooks)
     return cli.dispatch(parser, argv)
 

@@ -61,10 +61,11 @@ def load_config(model_dir: Path) -> Config:
     if raw.get("hidden_act", "silu") != "silu":
         raise NotImplementedError(f"最小引擎的 MLP 只用 SiLU，这个模型是 {raw['hidden_act']!r}")
     # transformers 4.x 把 rope_theta 写在顶层；5.x 保存时挪进了 rope_parameters，两种都认。
-    rope = raw.get("rope_parameters") or raw.get("rope_scaling") or {}
-    if rope.get("rope_type", rope.get("type", "default")) != "default":
-        raise NotImplementedError(f"最小引擎只实现了普通 RoPE，不支持 {rope}")
-    rope_theta = raw.get("rope_theta", rope.get("rope_theta", 10000.0))
+    # 两处都可能写着缩放方式（rope_scaling 是 4.x 的写法），两处都要查：认不出的宁可报错，不能忽略
+    for rope in (raw.get("rope_parameters") or {}, raw.get("rope_scaling") or {}):
+        if rope.get("rope_type", rope.get("type", "default")) != "default":
+            raise NotImplementedError(f"最小引擎只实现了普通 RoPE，不支持 {rope}")
+    rope_theta = raw.get("rope_theta", (raw.get("rope_parameters") or {}).get("rope_theta", 10000.0))
     num_heads = raw["num_attention_heads"]
     return Config(
         model_type=model_type,

@@ -220,6 +220,13 @@ def test_load_config_reads_head_dim_and_rope_theta(tmp_path):
     cfg = engine.load_config(tmp_path)
     assert (cfg.head_dim, cfg.rope_theta, cfg.qk_norm) == (64, 1e5, False)
 
+    # 默认的 rope_parameters 旁边还有一个 llama3 缩放的 rope_scaling：两处都查，报错而不是忽略
+    raw["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0}
+    (tmp_path / "config.json").write_text(json.dumps(raw))
+    with pytest.raises(NotImplementedError, match="RoPE"):
+        engine.load_config(tmp_path)
+    del raw["rope_scaling"]
+
     raw["model_type"] = "mistral"
     (tmp_path / "config.json").write_text(json.dumps(raw))
     with pytest.raises(NotImplementedError):
