@@ -49,7 +49,7 @@ tree()
 # %% [markdown]
 # ## 这一步的 main
 #
-# 本章的 main 是 `examples/ch02_layers.py`：前一半按 SmolLM2 的尺寸在 meta 上搭一个解码层、换上随机权重、让 5 个 token 流过去；后一半用两个线程模拟 TP=2，看列并行、行并行、词表并行各存什么、算出什么。`python tools/steps.py check` 会逐章搭出树、跑这个 main 和树里的全部测试；只跑这一个 main：
+# 本章的 main 是 `examples/ch02_layers.py`：前一半按 SmolLM2 的尺寸在 meta 上搭一个解码层、换上随机权重、让 5 个 token 流过去；后一半用两个线程模拟 TP=2，看列并行、行并行、词表并行各存什么、算出什么。`python tools/steps.py check 2` 会搭出本章的树、跑这个 main 和本章的测试（本章只新建文件，前几章的测试不重跑）；只跑这一个 main：
 #
 # ```bash
 # python tools/steps.py run 2 -- python examples/ch02_layers.py

@@ -31,7 +31,7 @@ _ = setup(3)  # 赋值而不显示：返回的树路径随机器而变
 # ??? question "自测参考答案（先自己答，再展开对照）"
 #
 #     1. `[2048, 1024]`，比 `hidden_size` 宽一倍；按 64 推，加载时形状对不上。所以 `head_dim` 先读配置，没有才推。
-#     2. 顶层找不到，它就悄悄用缺省的 1e4 代替写在 `rope_parameters` 里的 1e6，不报错，长提示上越算越偏。
+#     2. 顶层找不到，它就悄悄用缺省的 1e4 代替 `rope_parameters` 里写的真值（Qwen3 是 1e6），不报错，长提示上越算越偏。
 #     3. 每个 rank 要的是自己那几个 q 头和它们用的 KV 头。先拼再切形状一模一样，不报错，logits 却差出几十。
 #     4. 加载是赋值，换掉的是嵌入层的 `weight` 属性；建模型时存下的张量还是 meta 上的空壳。
 
@@ -49,7 +49,7 @@ tree()
 # %% [markdown]
 # ## 这一步的 main
 #
-# 本章的 main 是 `examples/ch03_models.py`：把三份 `config.json` 读成同一张表；在 meta 上建 Qwen3-0.6B，列出 TP=1、2、16 时每个 rank 的权重形状；流式加载 SmolLM2 和 tiny Qwen3，3 个提示拼成一次 prefill 与 HF 比 logits；不用 KV 缓存贪心生成，与 HF 逐 token 比。`python tools/steps.py check` 会跑它和树里的全部测试；只跑这一个 main：
+# 本章的 main 是 `examples/ch03_models.py`：把三份 `config.json` 读成同一张表；在 meta 上建 Qwen3-0.6B，列出 TP=1、2、16 时每个 rank 的权重形状；流式加载 SmolLM2 和 tiny Qwen3，3 个提示拼成一次 prefill 与 HF 比 logits；不用 KV 缓存贪心生成，与 HF 逐 token 比。`python tools/steps.py check 3` 会搭出本章的树、跑它和本章的测试（本章只新建文件，前几章的测试不重跑）；只跑这一个 main：
 #
 # ```bash
 # python tools/steps.py run 3 -- python examples/ch03_models.py
