@@ -14,7 +14,7 @@
 # %% [markdown]
 # # 第 0 章 架构全景与最小引擎
 #
-# 用 Hugging Face transformers 回答一个人的一个问题只要三行，可几十个人同时来问时，先答完的要陪最慢的一起等，KV 缓存按最长长度预留、很快占满显存，同一段系统提示被算了一遍又一遍。推理引擎（SGLang、vLLM，以及本书要重写的 mini-sglang）不改模型、不改输出，只让一台机器同时服务更多请求、每个 token 来得更快。本章先看这样一个引擎由哪些进程组成，再写一个一百来行 torch 的最小引擎：一个文件，读 `config.json` 和 safetensors，跑 Llama 和 Qwen3 的前向，带 [KV 缓存](../glossary.md#kv-cache)贪心生成。运行结果会表明，它在两个模型上的输出都与 Hugging Face 逐 token 相同；后面二十章做的事，就是把这个文件的每一块换成能同时服务许多请求的部件。
+# 用 Hugging Face transformers 回答一个人的一个问题只要三行，可几十个人同时来问时，先答完的要陪最慢的一起等，KV 缓存按最长长度预留、很快占满显存，同一段系统提示被算了一遍又一遍。推理引擎（SGLang、vLLM，以及本书要重写的 mini-sglang）不改模型、不改输出，只让一台机器同时服务更多请求、每个 token 来得更快。本章先看这样一个引擎由哪些进程组成，再写一个一百来行 torch 的最小引擎：一个文件，读 `config.json` 和 safetensors，跑 Llama 和 Qwen3 的前向，带 [KV 缓存](../glossary.md#kv-cache)贪心生成。运行结果会表明，它在两个模型上的输出都与 Hugging Face 逐 token 相同；后面二十一章做的事，就是把这个文件的每一块换成能同时服务许多请求的部件。
 
 # %% tags=["remove-cell"]
 from minibook.page import *
@@ -58,7 +58,7 @@ tree()
 # %% [markdown]
 # ## 这一步的 main
 #
-# 本章的 main 是 `examples/ch00_tiny_engine.py`，整个最小引擎就在这一个文件里。它对书里的两个模型（真实权重的 SmolLM2-135M-Instruct 和随机权重的 tiny Qwen3）各用两个提示贪心生成 16 个 token，再用 transformers 生成一遍，逐 token 对照，不一致就断言失败。`python tools/steps.py check 0` 搭出本章的树并运行它；只跑 main：
+# 本章的 main 是 `examples/ch00_tiny_engine.py`，整个最小引擎就在这一个文件里。它对书里的两个模型（真实权重的 SmolLM2-135M-Instruct 和随机权重的 tiny Qwen3）各用两个提示[贪心](../glossary.md#greedy)生成 16 个 token，再用 transformers 生成一遍，逐 token 对照，不一致就断言失败。`python tools/steps.py check 0` 搭出本章的树并运行它；只跑 main：
 #
 # ```bash
 # python tools/steps.py run 0 -- python examples/ch00_tiny_engine.py
@@ -74,7 +74,7 @@ listing("examples/ch00_tiny_engine.py", "run_model")
 #     手上有 Qwen3-0.6B（或任何 Llama / Qwen3 的 Hugging Face 目录），设一次 `export MINISGL_MODEL=/path/to/Qwen3-0.6B`，全书的 main 就都改用它；只想这一次换模型，给 main 传 `--model /path/to/model`。`--max-new-tokens` 改生成长度，`--no-compare-hf` 跳过对照，`--timing` 多打印一行耗时。
 
 # %% [markdown]
-# ## 全景：一条请求经过的进程
+# ## 全景：拆成几个进程，调度不被 HTTP 和分词拖慢
 #
 # ![mini-sglang 的进程与包：API Server、Tokenizer、Detokenizer、每个 TP rank 一个 Scheduler 进程（内含 Engine），进程之间用 ZMQ 传消息，rank 之间用 NCCL / gloo 做集合通信](../assets/ch00_architecture.svg)
 #
@@ -150,7 +150,7 @@ assert weights["lm_head.weight"] is weights["model.embed_tokens.weight"]
 # ??? note "深入：按需读取、bf16 与分片"
 #     `safe_open` 用 mmap 映射数据，`get_tensor` 之后张量也只是映射，第一次用到时才从磁盘（或页缓存）读进来，所以 `load_weights` 只要几毫秒。真实的 checkpoint 常是 bf16 的，这时 `.to(torch.float32)` 会当场转换、当场读完；大模型还会切成 `model-00001-of-00004.safetensors` 这样的多个分片，逐个文件读即可，本章的测试专门造了一个 bf16、多分片、不共享 LM head 的 checkpoint 来走这条路。第 3 章的加载器再进一步：边读边切分、边合并 q/k/v，完整的权重从不同时出现在内存里。
 #
-# ## 分词：文本与整数之间
+# ## 分词：聊天提示要先套模板
 
 # %% tags=["remove-input"]
 listing("examples/ch00_tiny_engine.py", "encode_prompt")
@@ -171,7 +171,7 @@ assert tokenizer.encode(text).ids == ids
 assert tokenizer.encode(chat_text).ids == chat_ids
 
 # %% [markdown]
-# `Ġ` 是字节级 BPE 对空格的记法，所以续写 “The capital of France is” 的下一个 token 会是带空格的 ` Paris`。聊天模板把一个 30 字符的问题排成了模型训练时见过的格式，加上默认的系统提示，变成 37 个 token；`<|im_end|>` 是 2 号 token，讲 EOS 时还会见到它。
+# `Ġ` 是字节级 BPE 对空格的记法，所以续写 “The capital of France is” 的下一个 token 会是带空格的 ` Paris`。聊天模板把一个 30 字符的问题排成了模型训练时见过的格式，加上默认的系统提示，变成 37 个 token；`<|im_end|>` 是 2 号 token，讲 [EOS](../glossary.md#eos) 时还会见到它。
 #
 # ??? note "深入：聊天模板与 add_special_tokens"
 #     聊天模板是随模型发布的一段 Jinja 模板，`chat_prompt` 照 transformers 的方式渲染它（`trim_blocks`、`lstrip_blocks`、沙箱环境）。渲染出的文本里已经写好了 `<|im_start|>` 这类特殊 token，所以编码时要 `add_special_tokens=False`：对会自动加 BOS 的分词器（比如 Llama 3 的），否则开头会多出一个 BOS。SmolLM2 和 Qwen3 的分词器都不加 BOS，所以上面两种编码结果一样。
@@ -276,7 +276,7 @@ assert kv_of_q.tolist() == [h // group for h in range(cfg.num_heads)]
 # %% [markdown]
 # `repeat_interleave` 让相邻的 query 头共用一个 KV 头，这是 Hugging Face 的约定；`repeat` 得到 `[0, 1, 2, 0, 1, 2, …]`，和权重对不上。
 #
-# 因果掩码的规则是“query 只看位置不超过自己的 key”。有缓存时这一步的 n 个 query 排在 `cache.length` 之后，key 比 query 多，按绝对位置比较画出来是一个右下角对齐的三角；PyTorch SDPA 的 `is_causal=True` 却是左上角对齐的：
+# [因果掩码](../glossary.md#causal-mask)的规则是“query 只看位置不超过自己的 key”。有缓存时这一步的 n 个 query 排在 `cache.length` 之后，key 比 query 多，按绝对位置比较画出来是一个右下角对齐的三角；PyTorch SDPA 的 `is_causal=True` 却是左上角对齐的：
 
 # %%
 def bottom_right_mask(n: int, total: int) -> torch.Tensor:
@@ -380,7 +380,7 @@ assert good_diff < 1e-3 and bad_diff > 1
 # %% [markdown]
 # 右下角的掩码分两块算与一次算完一致；`is_causal=True` 让第二块的 logits 偏出二十多，大多数位置的 top-1 都变了。生成时 prefill 那步两种掩码等价，` Paris` 是对的；从第一步 decode 开始，唯一的 query 只看得见第 0 个 key，输出立刻垮掉。
 #
-# ## MLP 与一层解码器
+# ## MLP 与解码层：Llama 和 Qwen3 在这一级相同
 
 # %% tags=["remove-input"]
 listing("examples/ch00_tiny_engine.py", "mlp")
@@ -487,7 +487,7 @@ assert with_eos[-1] == 2 and len(with_eos) < 16
 assert with_eos == no_eos[:len(with_eos)]
 
 # %% [markdown]
-# 模型答完 “The capital of France is Paris.” 就输出 `<|im_end|>`，不看 [EOS](../glossary.md#eos) 的循环却接着编下一轮对话。EOS 是模型和引擎的约定：生成出它，引擎就结束请求、还回它占的缓存。
+# 模型答完 “The capital of France is Paris.” 就输出 `<|im_end|>`，不看 EOS 的循环却接着编下一轮对话。EOS 是模型和引擎的约定：生成出它，引擎就结束请求、还回它占的缓存。
 #
 # ??? note "深入：测试为什么故意不停"
 #     逐 token 比较要求两边生成一样多的 token，所以 main 和测试都不传 `eos_id`，`minibook.hf.hf_greedy` 也关掉了 transformers 的 EOS。EOS 之后的 token 并不白算：它们是在越来越长的缓存上 decode 出来的，照样检验了缓存的读写和位置。
@@ -531,7 +531,7 @@ run("python examples/ch00_tiny_engine.py")
 # - 我们每条序列一块连续缓存，掩码和 `repeat_interleave` 写在明面上，上游用共享的 KV 池和页表、由注意力内核在内部处理掩码和分组（`kvcache/mha_pool.py` · `MHAKVCache`），因为这里要先看清原理。
 # - 我们只认 Llama 和 Qwen3、其余报错，上游还支持 Qwen2、MoE 等（`models/register.py` · `get_model_class`），因为两种架构已经覆盖了全书要讲的差别。
 #
-# ### 官方实现
+# ### 上游的对应文件
 #
 # 上游仓库 `sgl-project/mini-sglang`：
 #

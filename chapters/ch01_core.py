@@ -14,7 +14,7 @@
 # %% [markdown]
 # # 第 1 章 核心数据结构
 #
-# 第 0 章的最小引擎一次只服务一个提示，一个 `cache.length` 就记得住进度；真正的引擎同时服务许多请求，它们提示长短不一、进度各不相同。本章用四个小对象给它们记账：[`Req`](../glossary.md#req) 用三个整数记下一个请求走到了哪，[`Batch`](../glossary.md#batch) 把一步要算的请求首尾相接，[`Context`](../glossary.md#context) 在前向期间把当前批次交给模型深处的层，[`SamplingParams`](../glossary.md#sampling-params) 在门口拦住坏参数。它们不碰模型也不碰 GPU，本章的 main 用一个“把 token 加 1”的假模型走完几个请求的一生。运行结果会表明：prefill 和 decode 共用一套公式，进度不同的请求能拼成一批，而每一步的记账在新 token 回到 CPU 之前就已完成。
+# 第 0 章的最小引擎一次只服务一个提示，一个 `cache.length` 就记得住进度；真正的引擎同时服务许多请求，它们提示长短不一、进度各不相同。本章用四个小对象给它们记账：一个请求用三个整数记下自己走到了哪，一批把这一步要算的 token 首尾相接，前向期间的当前批次挂在进程的上下文上，坏的采样参数在门口就被拦住。它们不碰模型也不碰 GPU，本章的 main 用一个“把 token 加 1”的假模型走完几个请求的一生。运行结果会表明：prefill 和 decode 共用一套公式，进度不同的请求能拼成一批，而每一步的记账在新 token 回到 CPU 之前就已完成。
 
 # %% tags=["remove-cell"]
 from minibook.page import *
@@ -66,7 +66,7 @@ listing("examples/ch01_core.py", "run_one_step")
 # %% [markdown]
 # ## 一个请求就是三个整数
 #
-# 调度器眼里的请求不是一段文本，而是一行 token id 加上 [`cached_len`](../glossary.md#cached-len)、[`device_len`](../glossary.md#device-len)、`max_device_len`。它们把序列切成三段左闭右开的区间：
+# 调度器眼里的请求（[`Req`](../glossary.md#req)）不是一段文本，而是一行 token id 加上 [`cached_len`](../glossary.md#cached-len)、[`device_len`](../glossary.md#device-len)、`max_device_len`。它们把序列切成三段左闭右开的区间：
 #
 # | 区间 | 含义 | 长度 |
 # | --- | --- | --- |
@@ -182,7 +182,7 @@ print("各算各的（对）：  ", batch.positions.tolist())
 assert batch.positions.tolist() == [0, 1, 2, 0, 1, 5, 6, 7]
 
 # %% [markdown]
-# 位置告诉 RoPE“这个 token 在它自己的序列里排第几”，跟它在拼接后的数组里排第几无关。`Batch` 创建时只给请求和阶段，其余字段在前向之前才填：
+# 位置告诉 RoPE“这个 token 在它自己的序列里排第几”，跟它在拼接后的数组里排第几无关。[`Batch`](../glossary.md#batch) 创建时只给请求和阶段，其余字段在前向之前才填：
 
 # %% tags=["remove-input"]
 listing("minisgl/core.py", "Batch")
@@ -195,7 +195,7 @@ listing("minisgl/core.py", "Batch")
 #
 # ## 当前批次挂在 Context 上，只在 with 块里有
 #
-# 模型是一棵层的树，几乎所有层只需要上一层的输出张量，只有注意力层还要知道这一批的 positions 和各请求的长度。与其给每层的 `forward` 都加一个用不到的 `batch` 参数，不如让模型的 `forward()` 不带参数，批次挂在进程级的 `Context` 上，需要的层自己去取：
+# 模型是一棵层的树，几乎所有层只需要上一层的输出张量，只有注意力层还要知道这一批的 positions 和各请求的长度。与其给每层的 `forward` 都加一个用不到的 `batch` 参数，不如让模型的 `forward()` 不带参数，批次挂在进程级的 [`Context`](../glossary.md#context) 上，需要的层自己去取：
 
 # %% tags=["remove-input"]
 listing("minisgl/core.py", "Context")
@@ -253,7 +253,7 @@ for bad in (dict(temperature=-0.5), dict(top_p=0.0), dict(top_k=0), dict(max_tok
         print(f"SamplingParams(**{bad}) → {e}")
 
 # %% [markdown]
-# `nan` 会在调度器的循环里才冒出来，离用户传参的地方隔着好几个进程。所以 `SamplingParams` 构造时就检查，服务层可以把这个 `ValueError` 原样变成一个 400 响应：
+# `nan` 会在调度器的循环里才冒出来，离用户传参的地方隔着好几个进程。所以 [`SamplingParams`](../glossary.md#sampling-params) 构造时就检查，服务层可以把这个 `ValueError` 原样变成一个 400 响应：
 
 # %% tags=["remove-input"]
 listing("minisgl/core.py", "SamplingParams")
@@ -289,7 +289,7 @@ finally:
 assert ENV.LOG_LEVEL == (saved or "INFO").upper()
 
 # %% [markdown]
-# 写错的开关若悄悄退回默认值，你会以为设置生效了，却查不出为什么没变化。后面的章节需要新的开关时，在 `Env` 里各加一行。`utils/` 里是几个有名字的小工具：`div_even`（整除，分不匀就报错）、`div_ceil`、`align_ceil`（按页取整）、`is_cuda`、`device_of`、`torch_dtype`、`to_device`（GPU 上经锁页内存异步拷贝，CPU 不等），以及带 rank 前缀的日志；它们在第 2 到第 6 章陆续用到。
+# 写错的开关若悄悄退回默认值，你会以为设置生效了，却查不出为什么没变化。后面的章节需要新的开关时，在 `Env` 里各加一行。`utils/` 里是几个有名字的小工具：`div_even`（整除，分不匀就报错）、`div_ceil`、`align_ceil`（按页取整）、`is_cuda`、`device_of`、`torch_dtype`、`to_device`（把 CPU 上的数交给设备：CUDA 上先放进[锁页内存](../glossary.md#pinned-memory)再 `non_blocking` 拷贝，CPU 不必等它拷完；CPU 上就是普通的张量），以及带 rank 前缀的日志；它们在第 2 到第 6 章陆续用到。
 #
 # ??? note "深入：div_even 与 KV 头的复制"
 #     张量并行要把 query 头、MLP 中间维、词表平均分给每个 rank，分不匀就该在建模型时报错。`allow_replicate=True` 是专给 KV 头留的口子：GQA 模型的 KV 头常常比 rank 还少，这时每个 rank 放 1 个 KV 头，每个头复制到 `b // a` 个 rank 上。以 Qwen3-0.6B 为例（16 个 query 头、8 个 KV 头）：TP=2 每个 rank 8 个 query 头、4 个 KV 头；TP=16 每个 rank 1 个 query 头、1 个 KV 头，每个 KV 头复制 2 份；TP=3 时 `div_even(16, 3)` 直接报错。query 头不能复制，复制了就是两个 rank 算同一份输出。
@@ -318,7 +318,7 @@ run("python examples/ch01_core.py")
 # - 我们允许 `set_global_ctx` 替换和清除，上游断言只登记一次（`core.py` · `set_global_ctx`），因为本书在一个进程里先后创建多个 Engine。
 # - 我们的 `ENV` 每次现读、写错就抛 `EnvError`，上游在导入时读一次、解析失败悄悄用默认值（`env.py` · `EnvClassSingleton`），因为看似生效的错开关最难查。
 #
-# ### 官方实现
+# ### 上游的对应文件
 #
 # 上游仓库 `sgl-project/mini-sglang`：
 #

@@ -14,7 +14,7 @@
 # %% [markdown]
 # # 第 2 章 算子层
 #
-# 第 1 章记好了请求和批次的账，这一章写模型的积木：一个解码层里用到的每种算子。每个算子的数学只有一两行，难点在推理引擎对它们的要求：先在 [meta 设备](../glossary.md#meta-device) 上搭好架子再换真权重，一批里的 token 位置各不相同，线性层和词表层一开始就要能按 [张量并行](../glossary.md#tensor-parallel)（TP）切开。本章写出 `minisgl/layers/`，并在一个进程里用两个线程扮演两个 [rank](../glossary.md#rank)，让你看到切开算出的结果加起来、拼起来都等于单卡。
+# 第 1 章记好了请求和批次的账，这一章写模型的积木：一个解码层里用到的每种算子。每个算子的数学只有一两行，难点在推理引擎对它们的要求：先在 [meta 设备](../glossary.md#meta-device)上搭好架子再换真权重，一批里的 token 位置各不相同，线性层和词表层一开始就要能按[张量并行](../glossary.md#tensor-parallel)（TP）切开。本章写出 `minisgl/layers/`，并在一个进程里用两个线程扮演两个 [rank](../glossary.md#rank)，让你看到切开算出的结果加起来、拼起来都等于单卡。
 
 # %% tags=["remove-cell"]
 from minibook.page import *
@@ -49,7 +49,7 @@ tree()
 # %% [markdown]
 # ## 这一步的 main
 #
-# 本章的 main 是 `examples/ch02_layers.py`：前一半按 SmolLM2 的尺寸在 meta 上搭一个解码层、换上随机权重、让 5 个 token 流过去；后一半用两个线程模拟 TP=2，看列并行、行并行、词表并行各存什么、算出什么。`python tools/steps.py check` 会逐章搭出树、跑这个 main 和树里的全部测试；只跑这一个 main：
+# 本章的 main 是 `examples/ch02_layers.py`：前一半按 SmolLM2 的尺寸在 meta 上搭一个解码层、换上随机权重、让 5 个 token 流过去；后一半用两个线程模拟 TP=2，看列并行、行并行、词表并行各存什么、算出什么。`python tools/steps.py check 2` 会搭出本章的树、跑这个 main 和本章的测试（本章只新建文件，前几章的测试不重跑）；只跑这一个 main：
 #
 # ```bash
 # python tools/steps.py run 2 -- python examples/ch02_layers.py
@@ -560,11 +560,11 @@ for tp in (2, 16):
 assert list(qkv.weight.shape) == [384, 1024]
 
 # %% [markdown]
+# TP=16 时 8 个 KV 头不够 16 个 rank 分，每个 rank 放 1 个，`r0` 和 `r1` 都存着 KV 头 0。复制多占一些内存，换来注意力不通信；q 头不能复制，TP=32 时 `div_even(16, 32)` 直接报错。
+#
 # ??? note "深入：KV 头复制的细节"
 #
 #     q 头平均分给各 rank（`div_even` 分不匀就报错）。GQA 模型的 KV 头比 q 头少：Qwen3-0.6B 有 16 个 q 头、8 个 KV 头，每 2 个 q 头共用一个 KV 头（q 头 `i` 用 KV 头 `i // 2`）。TP=2 时每个 rank 8 个 q 头、4 个 KV 头，刚好配套。TP=16 时每个 rank 只有 1 个 q 头，而 KV 头只有 8 个，不够分——`local_kv_heads(8, 16)` 返回 1：每个 rank 放 1 个 KV 头，每个 KV 头**复制**到 2 个 rank 上。rank `r` 的 q 头是 `r`，它要的 KV 头是 `r // 2`，于是 rank 0 和 rank 1 各存一份 KV 头 0。复制浪费一些显存（KV 池里每个 KV 头存了两份），但保住了“注意力不通信”。层本身只决定本地有几个头；本地放的是**哪个** KV 头，由第 3 章的权重切分决定。
-#
-# TP=16 时 8 个 KV 头不够 16 个 rank 分，每个 rank 放 1 个，`r0` 和 `r1` 都存着 KV 头 0。复制多占一些内存，换来注意力不通信；q 头不能复制，TP=32 时 `div_even(16, 32)` 直接报错。
 #
 # ### 行并行：部分和相加，bias 只加一次
 #
@@ -794,11 +794,11 @@ Markdown("\n".join(rows_md))
 listing("minisgl/layers/embedding.py", "ParallelLMHead.forward")
 
 # %% [markdown]
-# 行号在 CPU 上算好；在 GPU 上，它先放进锁页内存再 `non_blocking` 拷过去，CPU 不必等这次拷贝。
+# 行号在 CPU 上算好，交给第 1 章的 `to_device`：在 GPU 上它先放进[锁页内存](../glossary.md#pinned-memory)再 `non_blocking` 拷过去，CPU 不必等这次拷贝。
 #
 # ??? note "深入：为什么行号要走锁页内存"
 #
-#     从普通（可换页）内存拷到 GPU，CUDA 得先把数据搬进一块锁页的中转区，这一步是同步的：CPU 要等拷贝结束才能去发下一个算子。直接从锁页内存出发、`non_blocking=True`，拷贝排进流里就返回，CPU 接着发 `x[rows]` 和矩阵乘，GPU 按流里的顺序执行，不会读到没拷完的行号。PyTorch 的锁页分配器会等这次拷贝完成后才回收那块内存，所以临时建的锁页张量可以放心丢掉。CPU 上两条路是同一条：`pin_memory` 只在目标是 CUDA 时打开。
+#     从普通（可换页）内存拷到 GPU，CUDA 得先把数据搬进一块锁页的中转区，这一步是同步的：CPU 要等拷贝结束才能去发下一个算子。直接从锁页内存出发、`non_blocking=True`，拷贝排进流里就返回，CPU 接着发 `x[rows]` 和矩阵乘，GPU 按流里的顺序执行，不会读到没拷完的行号。PyTorch 的锁页分配器会等这次拷贝完成后才回收那块内存，所以临时建的锁页张量可以放心丢掉。目标是 CPU 时，`to_device` 就是一句 `torch.as_tensor`，不碰锁页内存。
 
 # %%
 from minisgl.layers import ParallelLMHead

@@ -14,7 +14,7 @@
 # %% [markdown]
 # # 第 3 章 模型与权重加载
 #
-# 第 2 章写好了积木，可引擎拿到的是一个 Hugging Face 目录：一个 `config.json` 和几个 `.safetensors` 文件。本章把它变成能跑的模型：`ModelConfig` 在入口处把配置读对、读不懂就拒绝，注册表按架构名选类，模型先在 [meta 设备](../glossary.md#meta-device) 上搭好，[流式加载](../glossary.md#streaming-load)器一次读一个张量、切出本 rank 的一块、凑齐 q/k/v 再拼。做完之后，SmolLM2 和 tiny Qwen3 一批 3 个提示的 logits 与 HF 在 float32 下相差不到 1e-4，贪心生成逐 token 相同。
+# 第 2 章写好了积木，可引擎拿到的是一个 Hugging Face 目录：一个 `config.json` 和几个 `.safetensors` 文件。本章把它变成能跑的模型：`ModelConfig` 在入口处把配置读对、读不懂就拒绝，注册表按架构名选类，模型先在 [meta 设备](../glossary.md#meta-device)上搭好，[流式加载](../glossary.md#streaming-load)器一次读一个张量、切出本 rank 的一块、凑齐 q/k/v 再拼。做完之后，SmolLM2 和 tiny Qwen3 一批 3 个提示的 logits 与 HF 在 float32 下相差不到 1e-4，贪心生成逐 token 相同。
 
 # %% tags=["remove-cell"]
 from minibook.page import *
@@ -31,7 +31,7 @@ _ = setup(3)  # 赋值而不显示：返回的树路径随机器而变
 # ??? question "自测参考答案（先自己答，再展开对照）"
 #
 #     1. `[2048, 1024]`，比 `hidden_size` 宽一倍；按 64 推，加载时形状对不上。所以 `head_dim` 先读配置，没有才推。
-#     2. 它从 `rope_parameters` 外面什么也读不到，把 1e6 悄悄读成 1e4，不报错，长提示上越算越偏。
+#     2. 顶层找不到，它就悄悄用缺省的 1e4 代替 `rope_parameters` 里写的真值（Qwen3 是 1e6），不报错，长提示上越算越偏。
 #     3. 每个 rank 要的是自己那几个 q 头和它们用的 KV 头。先拼再切形状一模一样，不报错，logits 却差出几十。
 #     4. 加载是赋值，换掉的是嵌入层的 `weight` 属性；建模型时存下的张量还是 meta 上的空壳。
 
@@ -49,7 +49,7 @@ tree()
 # %% [markdown]
 # ## 这一步的 main
 #
-# 本章的 main 是 `examples/ch03_models.py`：把三份 `config.json` 读成同一张表；在 meta 上建 Qwen3-0.6B，列出 TP=1、2、16 时每个 rank 的权重形状；流式加载 SmolLM2 和 tiny Qwen3，3 个提示拼成一次 prefill 与 HF 比 logits；不用 KV 缓存贪心生成，与 HF 逐 token 比。`python tools/steps.py check` 会跑它和树里的全部测试；只跑这一个 main：
+# 本章的 main 是 `examples/ch03_models.py`：把三份 `config.json` 读成同一张表；在 meta 上建 Qwen3-0.6B，列出 TP=1、2、16 时每个 rank 的权重形状；流式加载 SmolLM2 和 tiny Qwen3，3 个提示拼成一次 prefill 与 HF 比 logits；不用 KV 缓存贪心生成，与 HF 逐 token 比。`python tools/steps.py check 3` 会搭出本章的树、跑它和本章的测试（本章只新建文件，前几章的测试不重跑）；只跑这一个 main：
 #
 # ```bash
 # python tools/steps.py run 3 -- python examples/ch03_models.py
@@ -338,7 +338,7 @@ listing("minisgl/models/qwen3.py")
 #         out = o_proj(o)
 #         ```
 #
-#     体现在权重上，就是每层多两个 `[head_dim]` 的张量。拿 tiny Qwen3 的配置分别建一个 Llama 和一个 Qwen3（在 meta 上），把第 0 层的权重名做个 diff：
+#     体现在权重上，就是每层多两个 `[head_dim]` 的张量，下面拿 tiny Qwen3 的配置在 meta 上各建一个来比。
 #
 # 两个模型按同一份配置建出来，`state_dict` 的差别只有每层的 `q_norm`、`k_norm`：
 
@@ -714,7 +714,7 @@ Markdown("\n".join(rows))
 #
 #     这张表说的是**上界**。safetensors 在 CPU 上读出的张量其实是文件的内存映射：`get_tensor` 本身不拷贝，切分时碰到哪些页才读进哪些页。按行切（q、k、v、gate、up、词表）只读本 rank 那几行所在的页；按列切（o_proj、down_proj）每一行都要取一段，整个张量的页都会被读到。这些页是操作系统的页缓存，同一台机器上读同一个文件的几个 rank 共用，内存紧张时可以回收；真正属于进程自己的，只有拷出来的分片。反过来，要是读法会把整个张量拷出来（比如直接读到 GPU 上，或者旧版本的库），上表的“一个完整张量”就是实打实的。这也是 `shard_tensor` 一定要把切片拷成独立内存的原因：只交出一个视图，完整张量（或者整段映射）就被它一直拽着，放不掉。
 #
-# ## Qwen3-0.6B：每个 rank 存什么
+# ## Qwen3-0.6B：TP=16 时复制的 KV 头多占一成
 #
 # 把规则用到整个 Qwen3-0.6B：在 meta 上按 TP=1、2、16 各建一次（rank 0 的视角），表格由 main 的 `qwen3_shape_table` 现算：
 
@@ -730,7 +730,7 @@ Markdown(qwen3_shape_table())
 #     - `gate_up_proj` 是 gate 和 up 各 3072 行拼起来，每个 rank 各取自己那一段再拼：TP=16 时 `192 + 192 = 384` 行。`o_proj`、`down_proj` 切的是第二维。
 #     - 词表 151936 正好能被 16 整除，每个 rank 9496 行，不用补零；所有归一化权重每个 rank 一份完整的。`lm_head` 不在表里：它借用 `embed_tokens`。
 #
-#     最后两行是参数量。TP=2 时每个 rank 298.1 M，乘 2 比完整模型只多了一份归一化权重（每个 rank 各存一份）。TP=16 时每个 rank 41.0 M，乘 16 却比完整模型多出 59.7 M，多在两处：
+#     最后两行是参数量。TP=2 时每个 rank 298.1 M，乘 2 比完整模型只多了一份归一化权重（每个 rank 各存一份）。TP=16 时每个 rank 41.0 M，乘 16 却比完整模型多出 59.7 M，下面把它拆开。
 #
 # TP=16 时每个 rank 的参数乘 16，比完整模型多出的部分可以精确拆开：
 
