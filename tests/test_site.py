@@ -498,6 +498,8 @@ def listings(tab, url: str) -> list[dict]:
 def diagram_text_px(browser, tab, url: str) -> list[tuple[str, float, float]]:
     """页面上每张 SVG 图：(文件名, 正文里最小的字号 px, 点开放大后最小的字号 px)。"""
     tab.goto(url)
+    # 折叠的「深入」框里也有图：像读者那样先把框都展开，图才有大小、点得到
+    tab.evaluate("() => document.querySelectorAll('.md-content details').forEach(d => { d.open = true; })")
     imgs = tab.evaluate("""() => [...document.querySelectorAll('.md-content img')]
         .filter(i => i.src.endsWith('.svg'))
         .map(i => ({src: i.src, w: i.getBoundingClientRect().width, nw: i.naturalWidth}))""")
