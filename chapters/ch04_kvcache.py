@@ -258,7 +258,7 @@ listing("minisgl/kvcache/allocator.py", "PageAllocator.__init__")
 #
 # ??? note "深入：为什么是引用计数，而不是“空闲/占用”两态"
 #
-#     本章里每页最多一方持有，计数只在 0 和 1 之间。记成计数，`free_pages` 的意思就是“放下一次持有”，计数到 0 才回到空闲栈；一页同时被一个请求和前缀缓存持有时（第 9 章），谁先放下都不会把它还给别人。`alloc_slots` 往一行最后一页的空位里写之前，断言这一页的计数是 1：只归这一行，不会写进别人还在读的页里。
+#     计数现在就拦住两种错：`free_pages` 先查每页的计数够不够减，同一页还两次当场断言失败（“被多还了”），而不是在空闲栈里出现两次、被发给两个请求；`alloc_slots` 往一行最后一页的空位里写之前，断言这一页的计数是 1，只归这一行。本章里计数只在 0 和 1 之间，`free_pages` 的意思是“放下一次持有”，到 0 才回到空闲栈；以后页也能被前缀缓存持有（第 9 章），这套表示不用改。
 
 # %% [markdown]
 # ## 一批请求：要么全分到，要么什么都不改
@@ -332,9 +332,9 @@ print(f"空闲页 {alloc.num_free_pages} / 8，第 2 行拿到的槽位 {again.t
 assert again.tolist() == list(range(8, 20))  # 2、3、4 号页，按原来的顺序
 
 # %% [markdown]
-# ## 哪些操作会让 CPU 等 GPU
+# ## 分配和释放都不让 CPU 等 GPU
 #
-# 在 GPU 上，有两类操作会让 CPU 停下来等：把设备上的数读回 CPU（`.tolist()`、`.item()`），以及从普通（可分页）内存往设备拷贝（`torch.tensor(列表, device="cuda")` 要等同一个流上排在前面的工作和这次拷贝都完成才返回）。分配器两样都不做：记账全是 Python 列表，`free_slots` 只读 `_rows`；`alloc_slots` 送上设备的那 `[3, T]` 个整数先放进锁页内存，再用 `non_blocking=True` 发起拷贝，写页表是排在同一个流上的一次索引赋值，CPU 都不等。CPU 上什么都不变，张量原样返回：
+# 在 GPU 上，有两类操作会让 CPU 停下来等：把设备上的数读回 CPU（`.tolist()`、`.item()`），以及从普通（可换页）内存往设备拷贝（`torch.tensor(列表, device="cuda")` 要等同一个流上排在前面的工作和这次拷贝都完成才返回）。分配器两样都不做：记账全是 Python 列表，`free_slots` 只读 `_rows`；`alloc_slots` 送上设备的那 `[3, T]` 个整数先放进[锁页内存](../glossary.md#pinned-memory)，再用 `non_blocking=True` 发起拷贝，写页表是排在同一个流上的一次索引赋值，CPU 都不等。CPU 上什么都不变，张量原样返回：
 
 # %% tags=["remove-input"]
 listing("minisgl/utils/misc.py", "to_device")
@@ -422,17 +422,17 @@ run("python examples/ch04_kvcache.py")
 # 值得注意的地方：
 #
 # - 第一节：SmolLM2 一个 token 45.0 KiB（float32），4096 个 token 180.0 MiB；`k_cache(0)` 是池子的视图（`True`）。
-# - 第二节：一批三个请求，`需要的新页 [2, 2, 1]`，`out_loc` 按请求的顺序拼在一起；uid 1 的 8 个 token 正好占满 2、3 号页。
+# - 第二节：一批三个请求，`需要的新页 [2, 2, 1]`；每个请求的 `out_loc` 就是页表它那一行的前几格，uid 1 的 8 个 token 正好占满 2、3 号页。
 # - 第三节：只有 uid 1 的位置 8 在页首，拿到 5 号页（槽位 20）；另外两个接在自己的最后一页里，空闲页 2 / 8，和上面的图一样。
 # - 第四、五节：uid 3 拿到的正是刚还回来的第 1 行和 2、3、5 号页；单给 uid 0 够、整批共要 4 页时报错，空闲页仍是 2，页表一个数都没变。
 
 # %% [markdown]
 # ## 与官方的差异
 #
-# - 我们用单独的 `PageAllocator`，空闲页是 CPU 上的栈、每页一个引用计数、每行一份页的记录；上游把空闲页放在设备上的张量里（`python/minisgl/scheduler/cache.py` · `CacheManager._allocate` / `_free`），因为它不检查重复释放，也不需要每行的记录。
-# - 我们只把 `[cached_len, device_len)` 写进页表并直接返回 `out_loc`；上游 `CacheManager.allocate_paged` 一次写整页的全部位置，`out_loc` 再从页表里取（`python/minisgl/scheduler/scheduler.py` · `Scheduler._prepare_batch`），因为那样 decode 到页内位置时完全不用分配。
-# - 我们一批装不下时抛 `OutOfPagesError` 而什么都不改；上游 `CacheManager._allocate` 先从前缀缓存里赶走页，再 `assert` 够用，因为它在接纳请求时已经按估算长度预留（`python/minisgl/scheduler/prefill.py` · `PrefillAdder._try_allocate_one`）。
-# - 我们的池子形状里没有页这一维，`store_kv` 用 PyTorch 的索引赋值；上游 `python/minisgl/kvcache/mha_pool.py` · `MHAKVCache` 存成 `[2, 层数, 页数, page_size, …]`，写入调自己的 CUDA 内核 `minisgl.kernel.store_cache`，因为上游只在 GPU 上跑，本书默认在 CPU 上跑。
+# - 我们的空闲页是 CPU 上的栈，带引用计数和每行的页；[上游](../glossary.md#upstream)是设备上的一个张量，因为页号不必再拷上设备：`python/minisgl/scheduler/cache.py` · `CacheManager._allocate`。
+# - 我们只写 `[cached_len, device_len)` 并返回 `out_loc`；上游一次写整页、`out_loc` 从页表取，因为 decode 到页内位置时不用分配：`python/minisgl/scheduler/cache.py` · `CacheManager.allocate_paged`。
+# - 我们一批装不下就报错、什么都不改；上游先从前缀缓存赶走页再 `assert` 够用，因为接纳请求时已按估算长度预留：`python/minisgl/scheduler/prefill.py` · `PrefillAdder._try_allocate_one`。
+# - 我们的池子没有页这一维、`store_kv` 用索引赋值；上游存成 `[2, 层, 页, page_size, …]`、调 CUDA 内核 `store_cache`，因为它只在 GPU 上跑：`python/minisgl/kvcache/mha_pool.py` · `MHAKVCache`。
 #
 # ??? note "深入：上游在哪里做同一件事"
 #
@@ -469,7 +469,7 @@ run("python -m pytest -q --color=no tests/test_ch04_kvcache.py")
 #
 #     1. 每页 16 × 112 KiB = 1,792 KiB，10 GiB 能放 5,851 页。每个请求要 `ceil(2000 / 16) = 125` 页，64 个共 8,000 页，放不下，最多 46 个。
 #     2. `free_slots(row, 14, start=12)`，前 3 页留下。位置 12、13 那一页只用了一半：共享它的请求从位置 14 起会往剩下的空位里写，而别人也在读这一页，所以共享只按整页来，`alloc_slots` 也断言不往别人持有的页里写。
-#     3. `host.tolist()` 在 CPU 上没事；`torch.tensor(..., device="cuda")` 从可分页内存拷贝，要等流上排在前面的工作和这次拷贝都完成才返回，每一步都让 CPU 等一次 GPU。锁页内存加 `non_blocking=True` 时，CPU 发起拷贝就返回。
+#     3. `host.tolist()` 在 CPU 上没事；`torch.tensor(..., device="cuda")` 从可换页内存拷贝，要等流上排在前面的工作和这次拷贝都完成才返回，每一步都让 CPU 等一次 GPU。锁页内存加 `non_blocking=True` 时，CPU 发起拷贝就返回。
 #     4. 页内位置不再需要算槽位：`out_loc` 直接是 `page_table[行, 位置]`，只有拿到新页时才写页表，写的是整页。注意力后端只读 `[0, device_len)`，多写的格子不会被当成有效数据读到。
 #
 # ### 本章的判题练习

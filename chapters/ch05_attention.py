@@ -49,7 +49,7 @@ tree()
 # %% [markdown]
 # ## 这一步的 main
 #
-# 本章的 main 是 `examples/ch05_attention.py`：先用随机的 q/k/v 让三个请求一起 prefill（其中一个命中了 5 个 token 的[前缀缓存](../glossary.md#prefix-cache)）、再 decode 两步，每一层都与逐个 query 循环的 float64 朴素注意力对照；最后让 tiny Qwen3 用这个后端生成，与 Hugging Face 逐 token 对照。`python tools/steps.py check` 会搭出本章的树、跑这个 main 和树里的全部测试；只跑 main：
+# 本章的 main 是 `examples/ch05_attention.py`：先用随机的 q/k/v 让三个请求一起 prefill（其中一个命中了 5 个 token 的[前缀缓存](../glossary.md#prefix-cache)）、再 decode 两步，每一层都与逐个 query 循环的 float64 朴素注意力对照；最后让 tiny Qwen3 用这个后端生成，与 Hugging Face 逐 token 对照。`python tools/steps.py check 5` 会搭出本章的树、跑这个 main 和本章的测试；只跑 main：
 #
 # ```bash
 # python tools/steps.py run 5 -- python examples/ch05_attention.py
@@ -61,7 +61,7 @@ tree()
 listing("examples/ch05_attention.py", "prepare_batch")
 
 # %% [markdown]
-# ## 一张图：一批请求怎样穿过注意力后端
+# ## 一张图：同一个请求的 K/V 散在各页，靠页表找回
 #
 # ![上半：三个请求的 q 首尾相接；kv_indices 是从页表里取出的每个 key 的槽位，补齐部分重复最后一个槽位。下半：forward 先把新 K/V 写到 out_loc，再按 kv_indices 取回每个请求的 K/V，逐个请求做 SDPA，拼回原顺序](../assets/ch05_paged_flow.svg)
 #
@@ -86,7 +86,7 @@ listing("minisgl/attention/base.py", "BaseAttnBackend")
 #
 # ??? note "深入：拆成两步的另外几个理由"
 #
-#     - **可以提前做。** 元数据的准备与前向分开，调度器就能在设备算上一批时，先在 CPU 上为下一批分配槽位、准备元数据（第 11 章的重叠调度）。元数据挂在批次上而不是存在后端里，正是因为那时同时有两批“活着”，各带各的元数据。
+#     - **可以提前做。** 元数据的准备与前向分开，又挂在批次上而不是存在后端里，两个批次就能各带各的元数据同时存在：设备还在算上一批时，CPU 可以先为下一批分配槽位、准备元数据（第 11 章的重叠调度就这样做）。
 #     - **图重放时前向里不能有 Python。** 把 decode 的前向录成 CUDA 图反复重放时，元数据必须在重放之前写进固定的缓冲区；上游的接口为此多了 `prepare_for_capture` / `prepare_for_replay`。
 #     - **快的内核本来就这么分。** FlashInfer 的批量注意力先 `plan`（在 CPU 上按各请求长度划分工作），再每层 `run`：`plan` 属于 `prepare_metadata`，`run` 属于 `forward`。
 
@@ -167,7 +167,7 @@ assert meta.kv_indices.tolist() == [[8, 9, 10, 11, 12, 13, 13, 13, 13],
 #
 # ??? note "深入：列表怎样到 GPU，而 CPU 不停下来等"
 #
-#     `seq_lens_k` 和每个请求的页表行号是 Python 列表，要先变成设备上的张量。`torch.tensor(list, device="cuda")` 从普通（可换页的）内存拷贝，CPU 要等这次拷贝做完才往下走，每步都在关键路径上停一下。`to_device` 在 CUDA 上先把列表放进锁页（pinned）内存，再 `non_blocking=True` 拷贝：CPU 只是把拷贝排进流里就返回，同一条流上后面的内核一定在拷贝之后执行。临时的锁页张量在拷贝完成前被释放也没关系，PyTorch 的锁页内存分配器会等拷贝结束才复用那块内存。CPU 上两者完全一样，所以本书的输出不受影响；`tests/test_ch05_attention.py` 里有一个只在有 CUDA 时运行的测试，比较 GPU 和 CPU 上算出的元数据。
+#     `seq_lens_k` 和每个请求的页表行号是 Python 列表，要先变成设备上的张量。`torch.tensor(list, device="cuda")` 从普通（可换页）内存拷贝，CPU 要等这次拷贝做完才往下走，每步都在关键路径上停一下。`to_device` 在 CUDA 上先把列表放进[锁页内存](../glossary.md#pinned-memory)，再 `non_blocking=True` 拷贝：CPU 只是把拷贝排进流里就返回，同一条流上后面的内核一定在拷贝之后执行。临时的锁页张量在拷贝完成前被释放也没关系，PyTorch 的锁页内存分配器会等拷贝结束才复用那块内存。CPU 上两者完全一样，所以本书的输出不受影响；`tests/test_ch05_attention.py` 里有一个只在有 CUDA 时运行的测试，比较 GPU 和 CPU 上算出的元数据。
 #
 #     上游 mini-sglang 的 FlashAttention 后端也是这样把长度列表交给 GPU 的。
 
@@ -450,7 +450,7 @@ run("python examples/ch05_attention.py")
 #
 # - 我们只有一个建在 SDPA 上的参考后端，[上游](../glossary.md#upstream)只有 GPU 内核后端（`attention/fa.py` · `FlashAttentionBackend`、`attention/fi.py` · `FlashInferBackend`），因为本书要在 CPU 上跑，也要一个给测试当参照的实现。
 # - 我们的元数据是补齐的 `kv_indices` 加 `key_mask`，上游交给内核的是 `cu_seqlens_q/k` 和按页的表（`attention/fa.py` · `FlashAttentionBackend.prepare_metadata`），因为 SDPA 只认矩形的批次。
-# - 我们的接口只有两个方法，上游的 `BaseAttnBackend` 还有 `init_capture_graph`、`prepare_for_capture`、`prepare_for_replay`（`attention/base.py` · `BaseAttnBackend`），因为 CUDA 图到第 18 章才用到。
+# - 我们的接口只有两个方法，上游的 `BaseAttnBackend` 还有 `init_capture_graph`、`prepare_for_capture`、`prepare_for_replay`（`attention/base.py` · `BaseAttnBackend`），因为参考后端在 CPU 上跑，没有 CUDA 图要录。
 # - 我们按形状在一个后端内部选 prefill / decode 路径，上游用 `HybridBackend` 给两者各配一个后端（`attention/base.py` · `HybridBackend`），因为我们只有一个后端。
 #
 # ### 官方实现

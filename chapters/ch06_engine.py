@@ -61,7 +61,7 @@ tree()
 listing("examples/ch06_engine.py", "MiniScheduler.step")
 
 # %% [markdown]
-# ![一步生成：调度器的 prepare_batch 整批分配槽位、准备 input_ids、positions、注意力元数据和采样参数；Engine.forward_batch 前向、采样、为每个请求 complete_one，返回 ForwardOutput；调度器把新 token 写进 token 池、等拷贝完成后 append_host、释放生成满的请求；下方是本章 main 每一步的批大小](../assets/ch06_step.svg)
+# ![一步生成：调度器的 prepare_batch 整批分配槽位、准备 input_ids、positions、注意力元数据和采样参数；Engine.forward_batch 前向、采样、为每个请求 complete_one，返回 ForwardOutput；调度器把新 token 写进 token 池、等拷贝完成后 append_host、释放已经结束的请求；下方是本章 main 每一步的批大小](../assets/ch06_step.svg)
 #
 # 拼批、前向、收结果：Engine 只出现在中间那一行。拼批的细节在 `prepare_batch` 里：
 
@@ -146,7 +146,7 @@ small.shutdown()
 set_global_ctx(engine.ctx)  # 一个进程同一时间只服务一个 Engine：把全局上下文交还给前面那个
 
 # %% [markdown]
-# 反过来的做法（按“行数 × 每行最多几页”给池子封顶）假定每一页都属于某个正在运行的请求；页一旦还能被别的东西持有（第 9 章的前缀缓存），这个上限就把有用的内存挡在了门外。
+# 反过来的做法是按“行数 × 每行最多几页”给池子封顶：它把“每一页都属于某个正在运行的请求”写进了池子的大小。上游同样让 `max_seq_len` 跟着池子走；等页也被前缀缓存持有时（第 9 章），池子的大小不用改。
 #
 # ??? note "深入：每个 token 的 KV 有多大"
 #
@@ -177,7 +177,7 @@ Markdown("\n".join(rows))
 # %% [markdown]
 # ## 占位行指向一页没人用的占位页
 #
-# 页表最后一行不发给请求：CUDA 图（第 18 章）要按固定的批大小重放，真实请求不够时用占位请求补齐，占位请求也会把它的 K/V 写进“自己的”槽位。这一行指向哪里，决定了这次写入会不会伤到别人。下面手工补一个占位请求，让它和一个真实请求一起 decode：
+# 页表最后一行不发给请求，留给补齐批大小用的占位请求（第 18 章的 CUDA 图按固定批大小重放时要用）。占位请求和真实请求一起前向，也会把它的 K/V 写进“自己的”槽位：这一行指向哪里，决定了这次写入会不会伤到别人。下面手工补一个占位请求，让它和一个真实请求一起 decode：
 
 # %%
 PAD_ROW = engine.config.max_running_req  # 页表最后一行
@@ -273,7 +273,7 @@ assert sched.allocator.num_free_pages == engine.num_pages
 listing("minisgl/engine/engine.py", "ForwardOutput")
 
 # %% [markdown]
-# 在 GPU 上 `next_tokens.tolist()` 会让 CPU 停下来，等 GPU 把队列里的活全部干完。`forward_batch` 改为发射一次 `non_blocking=True` 的拷贝（目标在[锁页内存](../glossary.md#pinned-memory)里），紧跟着在 Engine 的流上记录一个 CUDA 事件 `copy_done`；调度器真要读 token 时才 `copy_done.synchronize()`。在 CPU 上没有异步，`next_tokens_cpu` 就是 `next_tokens`，`copy_done` 为 `None`。
+# 在 GPU 上 `next_tokens.tolist()` 会让 CPU 停下来，等这条流上排在前面的活（整个前向和采样）全部干完。`forward_batch` 改为发射一次 `non_blocking=True` 的拷贝（目标在[锁页内存](../glossary.md#pinned-memory)里），紧跟着在 Engine 的流上记录一个 CUDA 事件 `copy_done`；调度器真要读 token 时才 `copy_done.synchronize()`。在 CPU 上没有异步，`next_tokens_cpu` 就是 `next_tokens`，`copy_done` 为 `None`。
 #
 # ??? note "深入：没等事件就读，以及 gpu_smoke 查什么"
 #
@@ -327,7 +327,7 @@ for top_k in (5, 8):
 assert kept[5] == [5, 2, 7] and kept[8] == [5, 2, 7, 0]
 
 # %% [markdown]
-# 同一个分布、同一个 p，一个留 3 个，一个留 4 个，差别在 top-k 之后的重新归一化。只做 top-p 时，前三名之和是 0.35 + 0.20 + 0.15 = 0.70 < 0.75，第四名（token 0）前面之和还不到 p，留下。先做 top-k = 5 时，剩下 5 个的和只有 0.88，重新 softmax 后每个都放大约 1.14 倍，前三名之和变成 0.80 ≥ 0.75，第四名就被删了。留下的几个再按比例抽：0.35 : 0.20 : 0.15 就是输出里的 0.50、0.29、0.21。
+# 同一个分布、同一个 p，一个留 3 个，一个留 4 个，差别在 top-k 之后的重新归一化。只做 top-p 时，前三名之和是 0.35 + 0.20 + 0.15 = 0.70 < 0.75，第四名（token 0）前面之和还不到 p，留下。先做 top-k = 5 时，剩下 5 个的和只有 0.88，重新 softmax 后每个都放大约 1.14 倍，前三名之和变成 0.80 ≥ 0.75，第四名就被删了。留下的几个再按比例抽：0.35 : 0.20 : 0.15 折成 0.50、0.29、0.21，输出里实测的 0.503、0.284、0.213 与之相符。
 #
 # ### 前面之和，而不是到自己为止
 #
@@ -348,7 +348,7 @@ except RuntimeError as e:
 assert (before < 0.3).sum() == 1 and (cum < 0.3).sum() == 0
 
 # %% [markdown]
-# p = 0.75 时错误写法少留一个，留下的和只有 0.70，不到 p；p = 0.3 时第一名自己就有 0.35，错误写法把它也删了，整行全 0，抽样直接报错。正确写法里第一名前面之和是 0，而 `SamplingParams` 保证 p > 0，第一名永远留下。
+# p = 0.75 时错误写法少留一个，留下的和只有 0.70，不到 p；p = 0.3 时第一名自己就有 0.35，错误写法把它也删了，整行全 0：交给 `torch.multinomial` 直接报错，交给本章采样器的 `argmax(p / q)` 却不报错，全 0 的一行 argmax 落在第一名上，错误被悄悄盖住。正确写法里第一名前面之和是 0，而 `SamplingParams` 保证 p > 0，第一名永远留下。
 #
 # ### 温度：实测频率对理论值
 #
@@ -365,7 +365,7 @@ for T in (0.5, 1.0, 2.0):
     assert (freq - theory).abs().max() < 0.02
 
 # %% [markdown]
-# T = 0.5 时第一名从 0.35 涨到 0.59，T = 2 时降到 0.23，分布被拉平。T → 0 的极限是 argmax，但不能拿 0 去除，所以 `temperature = 0` 在第 1 章就被定义成贪心，走 argmax 分支。
+# 按理论值，T = 0.5 时第一名从 0.35 涨到 0.59，T = 2 时降到 0.23，分布被拉平；实测频率与理论值相差都不到 0.02（上一格的断言）。T → 0 的极限是 argmax，但不能拿 0 去除，所以 `temperature = 0` 在第 1 章就被定义成贪心，走 argmax 分支。
 #
 # ### 种子：采样器自己拿着一个 Generator
 #
@@ -412,7 +412,7 @@ run("python examples/ch06_engine.py")
 # - 两个 8 token 的提示要 4 页，3 页的池子放不下：报错之后空闲页仍是 3 / 3，页表和请求的记账都没变。
 # - 种子相同结果相同，种子不同采样的请求结果不同，同批的贪心请求始终与 HF 一致。
 #
-# ### 与 HF generate 比 decode 速度
+# ### decode 速度与 HF generate 相当，拼批才是吞吐的来源
 #
 # `examples/ch06_benchmark.py` 是基准测试，不是测试：两边用同样 24 个 token 的提示、贪心生成 32 个 token，只计 prefill 之后的 31 步 decode。计时口径：
 
@@ -442,7 +442,7 @@ Markdown(f"{first_line}\n\n{table}")
 # %% [markdown]
 # 批大小 1 时，decode 一个 token 要把全部权重（float32 约 540 MB）从内存读一遍，两边调用的是同一个矩阵乘，速度应当接近。批大小 16 时，16 个 token 共用一次权重读取，矩阵-向量乘变成矩阵乘，吞吐随之上去——这就是要把请求拼成批的理由。
 #
-# #### 批大小 16 的时间花在哪
+# #### 批大小 16：两边的时间都花在同一个矩阵乘上
 #
 # 比值离 1 远不远，要看两边的时间是不是都花在同样的地方。`ch06_benchmark.py --profile` 用 `torch.profiler` 只剖析 decode 那一段（prefill 之后才开始记），列出自身 CPU 时间最多的几个 aten 算子占这段墙钟时间的比例。下面是 `--profile --batch-sizes 16 --new-tokens 9` 的输出：
 
@@ -475,7 +475,7 @@ assert firsts == ["aten::mm", "aten::mm"]  # 两边排第一的都是矩阵乘
 # - 我们用设备当前的流，CPU 也能跑；上游只跑 GPU，构造时新建一条自己的流并设为当前流，因为它的重叠调度要把元数据拷贝和计算放在不同的流上。`python/minisgl/engine/engine.py` · `Engine.__init__`
 # - 我们的 KV 预算是装完权重后剩余内存 × 0.3；上游在装权重前量空闲显存（TP 时取各 rank 的最小值），预算 = 0.9 × 空闲 − 权重，因为整块 GPU 归它一个进程，CPU 内存却是整机共享的。`python/minisgl/engine/engine.py` · `Engine._determine_num_pages`
 # - 我们用纯 torch 排一次序再抽样，贪心行用精确的 argmax；上游调 FlashInfer 不排序的采样内核，温度夹到不小于 1e-6 来近似贪心，因为对 15 万的词表排序在 GPU 上是一个不小的内核。`python/minisgl/engine/sample.py` · `Sampler.sample`
-# - 我们的 `ForwardOutput` 是 dataclass，CPU 上副本就是原张量、事件为 `None`；上游是 `NamedTuple`，事件总是 CUDA 事件，页表宽度还对齐到 32 的倍数，因为它只为 GPU 写。`python/minisgl/engine/engine.py` · `ForwardOutput`
+# - 我们的 `ForwardOutput` 是 dataclass，CPU 上副本就是原张量、事件为 `None`；上游是 `NamedTuple`，事件总是 CUDA 事件，因为它只在 GPU 上跑。`python/minisgl/engine/engine.py` · `ForwardOutput`
 
 # %% [markdown]
 # ## 测试
@@ -507,7 +507,7 @@ run("python -m pytest -q --color=no tests/test_ch06_engine.py")
 #
 #     1. 不用有状态的 Generator，而让每行的随机数由 `(请求的种子, 位置)` 算出来，例如喂进一个整数哈希或 Philox 这类计数器式发生器，映射到 (0, 1)。有了每行的 u，在排好序、处理过 top-k/top-p 的概率上做 `cumsum`，用 `torch.searchsorted` 对整批一次找出第一个 `cumsum ≥ u × 总和` 的名次，再用 `order` 换回 token id。每行只依赖自己的种子和位置，与邻居无关。
 #     2. 这一批不会错，但 0 号页迟早会分给某个请求，到那时占位请求写进去的 K/V 就覆盖了它的缓存，错误取决于分配顺序，很难复现。占位页不在分配器的页数里，永远不会分给请求，写坏了也没人读。
-#     3. 每一列参数都是一次从普通内存出发的同步拷贝：CPU 要等这个流上排在前面的全部工作（上一步的前向）做完，拷贝才开始。`gpu_smoke` 用 `set_sync_debug_mode("warn")` 数每个部件的同步次数，`Sampler.prepare` 那一行会从 0 次变成每个非全贪心的批 4 次（4 列参数），检查失败。
+#     3. 每一列参数都是一次从普通内存出发的同步拷贝：CPU 要等这条流上排在前面的全部工作（上一步的前向）和这次拷贝都做完才往下走。`gpu_smoke` 用 `set_sync_debug_mode("warn")` 数每个部件的同步次数，`Sampler.prepare` 那一行会从 0 次变成每个非全贪心的批 4 次（4 列参数），检查失败。
 #
 # ### 本章的判题练习
 #
