@@ -522,7 +522,7 @@ run("python examples/ch00_tiny_engine.py")
 # - tiny Qwen3 输出胡话，连第二个提示里连续 7 个 ` where` 也和 transformers 一样：随机权重没有“显然正确”的答案可碰，16 个 token 全对上，只能是每一步的数值都一致。
 
 # %% [markdown]
-# ## 与官方的差异
+# ## 与上游的差异
 #
 # 上游没有这样一个单文件引擎，本章的文件是本书为讲清原理另写的原型：
 #

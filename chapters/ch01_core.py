@@ -311,7 +311,7 @@ run("python examples/ch01_core.py")
 # - **第五节**：`temperature=0.7, top_k=1` 也是贪心；`MINISGL_LOG_LEVEL=loud` 的报错给出了变量名、收到的值、合法的写法和默认值。
 
 # %% [markdown]
-# ## 与官方的差异
+# ## 与上游的差异
 #
 # - 我们在 `SamplingParams` 和 `Req` 构造时抛中文 `ValueError`，[上游](../glossary.md#upstream)不校验采样参数（`core.py` · `SamplingParams`，坏温度由 `engine/sample.py` · `Sampler.prepare` 夹到 `1e-6`），因为坏参数到了采样器里只会变成 `nan` 或被悄悄改写。
 # - 我们的 `is_greedy` 不看 `top_p`，上游还要求 `top_p == 1`（`core.py` · `SamplingParams.is_greedy`），因为 top-p 截断总保留第一名，结果与 argmax 相同。

@@ -923,7 +923,7 @@ run("python examples/ch02_layers.py")
 # - 第六节 LM head 从 3 个 token 里挑出第 1、2 行，all-gather 得 `[4, 6]`，重排、切掉补零列得 `[2, 11]`。
 
 # %% [markdown]
-# ## 与官方的差异
+# ## 与上游的差异
 #
 # - 我们的 RMSNorm、RoPE、`silu_and_mul` 都用 PyTorch 写、不改输入，[上游](../glossary.md#upstream)调 flashinfer 的原地内核（`layers/norm.py` · `RMSNormFused`），因为 CPU 上要能跑、能和 HF 逐位对照。
 # - 我们的 `load_state_dict` 先全部核对、出错一个都不换，上游边 `pop` 边赋值、用 `assert` 检查（`layers/base.py` · `BaseOP`），因为装到一半的模型最难查。

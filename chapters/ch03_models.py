@@ -845,7 +845,7 @@ run("python examples/ch03_models.py")
 # - 第四节没有 KV 缓存，每一步把整个前缀重算一遍，与 HF 的贪心结果逐 token 相同。
 
 # %% [markdown]
-# ## 与官方的差异
+# ## 与上游的差异
 #
 # - 我们直接解析 `config.json`、两种 RoPE 写法都认、缩放和非 SiLU 一律拒绝，[上游](../glossary.md#upstream)用 `AutoConfig` 读出对象、把 `rope_scaling` 传给 RoPE 层（`models/config.py` · `ModelConfig.from_hf`），因为引擎不依赖 transformers，也没实现缩放。
 # - 我们让 Qwen3 继承 Llama、只改三个类属性，上游 `llama.py`、`qwen3.py` 各写一整份（`models/qwen3.py` · `Qwen3ForCausalLM`），因为差别只有 q/k 归一化。

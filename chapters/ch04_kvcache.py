@@ -427,7 +427,7 @@ run("python examples/ch04_kvcache.py")
 # - 第四、五节：uid 3 拿到的正是刚还回来的第 1 行和 2、3、5 号页；单给 uid 0 够、整批共要 4 页时报错，空闲页仍是 2，页表一个数都没变。
 
 # %% [markdown]
-# ## 与官方的差异
+# ## 与上游的差异
 #
 # - 我们的空闲页是 CPU 上的栈，带引用计数和每行的页；[上游](../glossary.md#upstream)是设备上的一个张量，因为页号不必再拷上设备：`python/minisgl/scheduler/cache.py` · `CacheManager._allocate`。
 # - 我们只写 `[cached_len, device_len)` 并返回 `out_loc`；上游一次写整页、`out_loc` 从页表取，因为 decode 到页内位置时不用分配：`python/minisgl/scheduler/cache.py` · `CacheManager.allocate_paged`。

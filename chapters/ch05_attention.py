@@ -446,14 +446,14 @@ run("python examples/ch05_attention.py")
 # - 三个长度 5、1、23 的提示一起 prefill、再 decode 五步，与 Hugging Face 全部一致。
 
 # %% [markdown]
-# ## 与官方的差异
+# ## 与上游的差异
 #
 # - 我们只有一个建在 SDPA 上的参考后端，[上游](../glossary.md#upstream)只有 GPU 内核后端（`attention/fa.py` · `FlashAttentionBackend`、`attention/fi.py` · `FlashInferBackend`），因为本书要在 CPU 上跑，也要一个给测试当参照的实现。
 # - 我们的元数据是补齐的 `kv_indices` 加 `key_mask`，上游交给内核的是 `cu_seqlens_q/k` 和按页的表（`attention/fa.py` · `FlashAttentionBackend.prepare_metadata`），因为 SDPA 只认矩形的批次。
 # - 我们的接口只有两个方法，上游的 `BaseAttnBackend` 还有 `init_capture_graph`、`prepare_for_capture`、`prepare_for_replay`（`attention/base.py` · `BaseAttnBackend`），因为参考后端在 CPU 上跑，没有 CUDA 图要录。
 # - 我们按形状在一个后端内部选 prefill / decode 路径，上游用 `HybridBackend` 给两者各配一个后端（`attention/base.py` · `HybridBackend`），因为我们只有一个后端。
 #
-# ### 官方实现
+# ### 上游的对应文件
 #
 # 上游仓库 `sgl-project/mini-sglang`：
 #

@@ -468,7 +468,7 @@ assert firsts == ["aten::mm", "aten::mm"]  # 两边排第一的都是矩阵乘
 #     所以在 CPU、float32、这么小的模型上，Engine 的价值不在单步更快：请求可以陆续结束、空出的位置能塞进新请求，而 HF 的 `generate` 一批里要么等长、要么左填充，所有序列陪最长的那条跑到底。到了 GPU 上，小批量时每步几百个小内核的发射开销和 CPU 侧的调度时间会占主导，那是重叠调度、按页读 K/V 的注意力内核和 CUDA 图要解决的。
 
 # %% [markdown]
-# ## 与官方的差异
+# ## 与上游的差异
 #
 # 名字和接口与[上游](../glossary.md#upstream) mini-sglang 一致（`EngineConfig`、`Engine.forward_batch`、`ForwardOutput`、`Sampler.prepare` / `sample`），差别有四处：
 #
@@ -594,7 +594,7 @@ agree = main_out.count("与 HF 一致：True")
 free = re.search(r"结束后空闲页：(\d+) / (\d+)", main_out)
 stage_ex = [ex for ex in practice.exercises() if ex.chapter <= 6]
 checks = [
-    ("python tools/steps.py check 0-6", "第 0–6 章逐章搭树、跑 main 和测试，最后一行是“7 章通过，0 章失败”"),
+    ("python tools/steps.py check 0-6", "第 0–6 章逐章搭树、跑 main 和测试，汇总表下面是“合计：7 章通过，0 章失败”"),
     ("python tools/steps.py run 6 -- python examples/ch06_engine.py",
      f"{agree} 行“与 HF 一致：True”，结束后空闲页 {free.group(1)} / {free.group(2)}，页不够的一批什么都不改"),
     ("python tools/steps.py run 6 -- python -m pytest -q tests",
@@ -602,7 +602,7 @@ checks = [
     ("python tools/steps.py run 6 -- python examples/gpu_smoke.py",
      "没有 GPU：说明原因并跳过；有 GPU：最后一行是“全部通过”"),
     ("python practice/judge.py list",
-     f"阶段一的 {len(stage_ex)} 道题（第 {stage_ex[0].number}–{stage_ex[-1].number} 题）；逐道 start、test 做到通过"),
+     f"第 0–6 章的 {len(stage_ex)} 道题（第 {stage_ex[0].number}–{stage_ex[-1].number} 题）；逐道 start、test 做到通过"),
 ]
 assert agree == 8 and free.group(1) == free.group(2)
 Markdown("\n".join(f"- [ ] `{cmd}`  \n  应当看到：{expect}" for cmd, expect in checks))

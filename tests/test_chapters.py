@@ -43,7 +43,7 @@ def test_notebook_follows_the_page_anatomy(ch):
     text = "\n".join(c.source for c in nb.cells)
     headings = [line for c in nb.cells if c.cell_type == "markdown"
                 for line in c.source.splitlines() if line.startswith("## ")]
-    parts = ["自测", "本章要回顾的文件", "这一步的 main", "运行", "与官方的差异", "测试",
+    parts = ["自测", "本章要回顾的文件", "这一步的 main", "运行", "与上游的差异", "测试",
              "怎么讲清楚", "练习", "小结"]
     positions = [next((i for i, h in enumerate(headings) if p in h), -1) for p in parts]
     missing = [p for p, pos in zip(parts, positions) if pos < 0]

@@ -33,7 +33,7 @@ class ReqState:
 
     def complete_one(self) -> None:
         if not self.can_decode:
-            raise RuntimeError(f"{self!r} 已经生成满了，不能再前进一步")
+            raise RuntimeError(f"{self!r} 已经生成了 output_len 个 token，不能再前进一步")
         self.cached_len = self.device_len  # 这一步送进去的 token 的 KV 都进了缓存
         self.device_len += 1  # 新采样出的 token
 

@@ -41,7 +41,7 @@ class ReqState:
     def complete_one(self) -> None:
         """一步前向结束：cached_len 追上 device_len，device_len 加 1。
 
-        已经不能再 decode（生成满了）时抛 RuntimeError。
+        已经不能再 decode（已生成 output_len 个）时抛 RuntimeError。
         """
         raise NotImplementedError
 

@@ -148,7 +148,7 @@ def check_one_life(
     check_raises(
         RuntimeError,
         req.complete_one,
-        what=f"{context} 生成满 {output_len} 个 token 之后再 complete_one",
+        what=f"{context} 已生成 {output_len} 个 token 之后再 complete_one",
     )
     check_equal(prompt, callers_copy, "调用者传进来的列表（不应该被 append 改掉）", context)
 

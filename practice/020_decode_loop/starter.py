@@ -22,7 +22,7 @@ def generate_batch(
     """批量生成：一次 prefill 全部请求，之后每步只 decode 还没结束的请求。
 
     返回 (outputs, batch_sizes)：outputs[i] 是第 i 个请求新生成的 token（eos_id 包含在内），
-    batch_sizes 是每次调用 step 时批的大小。请求生成满 max_tokens[i] 个、或生成出 eos_id
+    batch_sizes 是每次调用 step 时批的大小。请求生成了 max_tokens[i] 个、或生成出 eos_id
     （ignore_eos[i] 为 True 时不看 EOS）就结束。参数不对时抛 ValueError。
     """
     raise NotImplementedError

@@ -66,7 +66,7 @@ class Setup:
     def done(self, rid: int, out: list[int]) -> str:
         """请求结束的原因；还没结束时返回空字符串。"""
         if len(out) >= self.max_tokens[rid]:
-            return f"已经生成满 max_tokens={self.max_tokens[rid]} 个"
+            return f"已经生成了 max_tokens={self.max_tokens[rid]} 个"
         ignore = bool(self.ignore_eos and self.ignore_eos[rid])
         if out and self.eos_id is not None and not ignore and out[-1] == self.eos_id:
             return f"已经生成出了 eos_id={self.eos_id}"

@@ -64,7 +64,7 @@ class MiniScheduler:
         tokens = out.next_tokens_cpu.tolist()
         for req, token in zip(reqs, tokens):
             req.append_host(token)
-            if not req.can_decode:  # 生成满了：还回 KV 页和页表的行
+            if not req.can_decode:  # 到了 max_tokens：还回 KV 页和页表的行
                 # 最后采样出的那个 token 没进过模型，占了槽位的只有 [0, cached_len)
                 self.allocator.free_slots(req.table_idx, req.cached_len)
                 self.table.free(req.table_idx)
