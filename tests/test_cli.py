@@ -133,3 +133,32 @@ def test_display_width_counts_cjk_as_two_columns():
     assert cli.display_width("KV 池") == 5
     assert cli.ljust("注意力", 8) == "注意力  " and cli.ljust("abc", 8) == "abc     "
     assert cli.format_seconds(75) == "1 分 15 秒" and cli.format_seconds(9.9) == "9 秒"
+
+
+def test_every_book_tool_speaks_chinese_on_a_bad_command():
+    """书里每个命令行工具（包括 README 里的 python -m minibook.models）写错时都是中文、退出码 2。"""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    tools = [[sys.executable, "-m", "minibook.models", "bogus"],
+             [sys.executable, str(repo / "tools" / "steps.py"), "bogus"],
+             [sys.executable, str(repo / "tools" / "notebook.py"), "--bogus"],
+             [sys.executable, str(repo / "practice" / "judge.py"), "bogus"]]
+    for argv in tools:
+        proc = subprocess.run(argv, capture_output=True, text=True, cwd=repo, timeout=120)
+        assert proc.returncode == 2, (argv, proc.stderr)
+        assert "错误" in proc.stderr and "usage" not in proc.stderr and "error:" not in proc.stderr, proc.stderr
+
+
+def test_notebook_without_a_chapter_refuses_to_rewrite_everything():
+    """不写章号就执行会重写全部提交过的 .ipynb：要明说 all。"""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, str(repo / "tools" / "notebook.py")], capture_output=True,
+                          text=True, cwd=repo, timeout=120)
+    assert proc.returncode == 2 and "all" in proc.stderr, proc.stderr

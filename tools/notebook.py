@@ -90,6 +90,8 @@ def sync_markdown(ch: C.Chapter) -> int:
 
 def cmd_notebooks(args: argparse.Namespace) -> int:
     written = C.written_chapters()
+    if not args.chapters and not args.check:  # 执行会重写 chapters/ 下提交过的 .ipynb：要读者明说
+        raise cli.UserError("要写章号（例如 1）或 all：执行会重写 chapters/ 下的 .ipynb")
     picked = written if not args.chapters or args.chapters == ["all"] else \
         list(dict.fromkeys(C.get_chapter(n) for n in args.chapters))
     if args.check:
@@ -117,7 +119,7 @@ def cmd_notebooks(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = cli.ArgumentParser(prog=PROG, description="在章节自己的树里执行 notebook，写出带输出的 .ipynb。",
                                 epilog=EXAMPLES)
-    parser.add_argument("chapters", metavar="N", nargs="*", help="章号，或 all；不写就是全部已写的章节")
+    parser.add_argument("chapters", metavar="N", nargs="*", help="章号，或 all（全部已写的章节）；只有 --check 时可以不写")
     parser.add_argument("--check", action="store_true", help="只检查 .ipynb 的输入与 .py 源一致（不执行）")
     parser.add_argument("--markdown-only", action="store_true",
                         help="只改了文字单元时用：把文字抄进 .ipynb，不重新执行（代码单元变了就拒绝）")

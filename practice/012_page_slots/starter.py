@@ -1,4 +1,4 @@
-"""练习 012 · 按页分配 token 槽位（第 4 章 KV 池、页表与 token pool）
+"""练习 012 · 按页分配 token 槽位（第 4 章 KV 池、页表与 token 池）
 
 把每个 `raise NotImplementedError` 换成你的实现，然后评测。要求和提示见这道题的题面。
 """

@@ -425,9 +425,9 @@ def prepare_all() -> dict[str, Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
+    from minibook import cli
 
-    parser = argparse.ArgumentParser(prog="python -m minibook.models", description="准备书里用到的模型")
+    parser = cli.ArgumentParser(prog="python -m minibook.models", description="准备书里用到的模型")
     parser.add_argument("command", choices=["prepare"], help="prepare：准备全部模型并打印路径")
     parser.parse_args(argv)
     try:
@@ -441,4 +441,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from minibook import cli
+
+    cli.run(main)
