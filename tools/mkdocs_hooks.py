@@ -289,21 +289,22 @@ def link_chapters(page, markdown: str) -> str:
     return re.sub(r"(?<!\[)第 (\d+) 章", link, markdown)
 
 
+def _stage_of(page, marker: str) -> str:
+    stage = page.meta.get("stage")
+    if not stage:
+        raise PluginError(f"{page.file.src_uri} 用了 {marker}，但 front matter 里没有 stage")
+    return str(stage)
+
+
 def on_page_markdown(markdown, page, config, files):
     if PLAN_MARKER in markdown:
         markdown = markdown.replace(PLAN_MARKER, plan_table(page))
     if STAGE_MARKER in markdown:
-        stage = page.meta.get("stage")
-        if not stage:
-            raise PluginError(f"{page.file.src_uri} 用了 {STAGE_MARKER}，但 front matter 里没有 stage")
-        markdown = markdown.replace(STAGE_MARKER, stage_table(page, str(stage)))
+        markdown = markdown.replace(STAGE_MARKER, stage_table(page, _stage_of(page, STAGE_MARKER)))
     if PROGRESS_MARKER in markdown:
         markdown = markdown.replace(PROGRESS_MARKER, progress(page))
     if STATS_MARKER in markdown:
-        stage = page.meta.get("stage")
-        if not stage:
-            raise PluginError(f"{page.file.src_uri} 用了 {STATS_MARKER}，但 front matter 里没有 stage")
-        markdown = markdown.replace(STATS_MARKER, stage_stats(page, str(stage)))
+        markdown = markdown.replace(STATS_MARKER, stage_stats(page, _stage_of(page, STATS_MARKER)))
     if page.file.src_uri == GLOSSARY:
         markdown = link_chapters(page, markdown)
     root = _root(config)

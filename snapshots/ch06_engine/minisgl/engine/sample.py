@@ -31,15 +31,13 @@ class Sampler:
         # 自己的随机数发生器：采样结果只取决于种子和调用顺序，不受别处 torch.manual_seed 影响
         self.generator = torch.Generator(device=device).manual_seed(seed)
 
-    def _column(self, values: list, dtype: torch.dtype) -> torch.Tensor:
-        """一列参数 → 设备上的张量（GPU 上经锁页内存异步拷贝，CPU 不等）。"""
-        return to_device(values, dtype, self.device)
-
     def prepare(self, batch: Batch) -> BatchSamplingArgs:
         params = [req.sampling_params for req in batch.reqs]
         if all(p.is_greedy for p in params):
             return BatchSamplingArgs(all_greedy=True)  # 最常见的情况：整批 argmax，什么都不用准备
-        column = self._column
+        def column(values: list, dtype: torch.dtype) -> torch.Tensor:  # GPU 上异步拷，CPU 不等
+            return to_device(values, dtype, self.device)
+
         return BatchSamplingArgs(
             all_greedy=False,
             greedy=column([p.is_greedy for p in params], torch.bool),
