@@ -4,13 +4,14 @@
 两边都是贪心、都不在 EOS 处停，所以要算的活一样多；吞吐 = 每个请求要的 token 数之和 / 墙钟时间。
 HF 那边照用户平常的写法：按顺序每 B 个请求一批，左填充、给 attention_mask，每批生成到这批最大的
 max_tokens；我们这边把全部请求交给 LLM.generate，同时最多跑 B 个（max_running_req = B）。
+B 取几个值（默认 16 和 64），每个值两边各跑一次，比值总是对同一个 B 的 HF。
 另有一个共享前缀的变体：每个提示都以同一段“系统提示”开头（Radix Cache 该派上用场的地方）。
 
 同一次运行里还量一次内存带宽（对一个大张量求和），给出批大小 1 时 decode 速度的上界：
 每步 decode 至少要把全部权重和这个请求的 KV 从内存读一遍。数字取决于机器，比值才有意义。
 
-    python examples/ch11_benchmark.py --quick          # 小规模，几十秒
-    python examples/ch11_benchmark.py                   # 64 个请求，几分钟
+    python examples/ch11_benchmark.py --quick          # 小规模，一两分钟
+    python examples/ch11_benchmark.py                   # 64 个请求，安静的 2 核机器上十来分钟
     python examples/ch11_benchmark.py --profile         # 看我们这边的时间花在哪些算子上
 """
 
@@ -258,41 +259,68 @@ def agreement(ours: list[list[int]], theirs: list[list[int]]) -> int:
     return sum(a == b for a, b in zip(ours, theirs))
 
 
-def run_workload(workload: Workload, llms: dict, hf_model, args, pad_id: int) -> tuple[float, float]:
-    """一种工作负载：HF 与我们各跑一次，打印表和时间去向。
+def warm_up(llm) -> None:
+    """第一次前向有一次性的开销（分配内存、初始化线程池）：先跑一个小请求，不计时。"""
+    llm.generate([[FIRST_PLAIN_ID] * 8], SamplingParams(max_tokens=2, ignore_eos=True))
 
-    返回我们（这棵树的默认缓存）对 HF 的比值：按墙钟时间、按 CPU 时间。"""
+
+def compare(path: Path, workload: Workload, hf_model, pad_id: int, settings: list[tuple[int, str | None]],
+            sizing: list[Workload]) -> dict[tuple[int, str | None], tuple[float, float]]:
+    """一种工作负载：settings 里每个 (同时最多几个请求 B, 前缀缓存) 跑一次我们的，每个 B 跑一次 HF
+    （每批 B 个）。打印表、HF 白算了多少、我们的时间去向。
+
+    返回每个设置下我们对同一 B 的 HF 的比值：(按墙钟时间, 按 CPU 时间)。"""
     print(f"\n### {workload.name}：{len(workload.prompts)} 个请求，提示共 {workload.prompt_tokens} token，"
           f"要生成 {workload.output_tokens} token\n")
-    hf = hf_generate(hf_model, workload, args.batch_size, pad_id)
-    hf_rate = workload.output_tokens / hf.seconds
-    rows = [[f"HF generate（每批 {args.batch_size} 个，左填充）", f"{hf.seconds:.1f}", f"{hf.cpu_seconds:.1f}",
-             f"{hf_rate:.1f}", "1.00×", "1.00×"]]
-    runs: dict[str, OurRun] = {}
-    for label, llm in llms.items():
-        run = runs[label] = our_generate(llm, workload)
-        rate = workload.output_tokens / run.seconds
-        rows.append([f"LLM.generate{label}", f"{run.seconds:.1f}", f"{run.cpu_seconds:.1f}", f"{rate:.1f}",
-                     f"{rate / hf_rate:.2f}×", f"{hf.cpu_seconds / run.cpu_seconds:.2f}×"])
-    print(table(rows, ["", "墙钟 s", "CPU s", "生成 token/s", "对 HF", "对 HF（按 CPU 时间）"], "lrrrrr"))
+    hf_runs = {b: hf_generate(hf_model, workload, b, pad_id) for b in dict.fromkeys(b for b, _ in settings)}
+    our_runs: dict[tuple[int, str | None], OurRun] = {}
+    for b, cache in settings:
+        llm = make_llm(path, sizing, b, cache)
+        warm_up(llm)
+        our_runs[(b, cache)] = our_generate(llm, workload)
+        llm.shutdown()
 
-    main_label = list(llms)[-1]  # 最后一个是这棵树的默认缓存（第 9 章起是 radix）
-    ours = runs[main_label]
+    def rate(run) -> float:
+        return workload.output_tokens / run.seconds
+
+    rows = []
+    for b, hf in hf_runs.items():
+        rows.append(["HF generate（左填充）", str(b), f"{hf.seconds:.1f}", f"{hf.cpu_seconds:.1f}",
+                     f"{rate(hf):.1f}", "", ""])
+    ratios = {}
+    for (b, cache), run in our_runs.items():
+        hf = hf_runs[b]
+        ratios[(b, cache)] = (rate(run) / rate(hf), hf.cpu_seconds / run.cpu_seconds)
+        rows.append([f"LLM.generate{cache_label(cache)}", str(b), f"{run.seconds:.1f}", f"{run.cpu_seconds:.1f}",
+                     f"{rate(run):.1f}", f"{ratios[(b, cache)][0]:.2f}×", f"{ratios[(b, cache)][1]:.2f}×"])
+    print(table(rows, ["", "同时最多", "墙钟 s", "CPU s", "生成 token/s", "对 HF", "对 HF（CPU 时间）"],
+                "lrrrrrr"))
+    print("\n“对 HF”比的是同样“同时最多”的 HF：它每批这么多个请求。CPU 时间是这个进程所有线程用掉的，"
+          "机器上别的负载对它影响小。\n")
+
     useful = workload.prompt_tokens + workload.output_tokens
-    print(f"\nHF 连填充带陪跑一共算了 {hf.computed_tokens} 个 token，有用的只有 {useful} 个"
-          f"（{useful / hf.computed_tokens:.0%}）。")
-    other = ours.seconds - ours.prefill_seconds - ours.decode_seconds
-    mean_batch = statistics.mean(ours.decode_batch_sizes) if ours.decode_batch_sizes else 0
-    print(f"LLM.generate{main_label} 的时间去向：prefill 前向 {ours.prefill_seconds:.1f} s（{ours.prefill_steps} 步），"
-          f"decode 前向 {ours.decode_seconds:.1f} s（{ours.decode_steps} 步，平均批大小 {mean_batch:.1f}），"
-          f"其余（调度、Python）{other:.1f} s（{other / ours.seconds:.0%}）。")
-    print(f"与 HF 分批输出逐 token 一致的请求：{agreement(ours.outputs, hf.outputs)} / {len(ours.outputs)}"
-          f"（左填充改变了浮点求和顺序，个别请求在近似平局处分叉属于正常；下面另和不填充的参照比）")
-    for label, run in runs.items():
-        if run.outputs != ours.outputs:
-            same = agreement(run.outputs, ours.outputs)
-            print(f"注意：LLM.generate{label} 与{main_label} 的输出只有 {same} / {len(run.outputs)} 一致")
-    return workload.output_tokens / ours.seconds / hf_rate, hf.cpu_seconds / ours.cpu_seconds
+    for b, hf in hf_runs.items():
+        print(f"- HF 每批 {b} 个：连填充带陪跑一共算了 {hf.computed_tokens} 个 token，有用的只有 {useful} 个"
+              f"（{useful / hf.computed_tokens:.0%}）；与我们的输出逐 token 一致的请求 "
+              f"{agreement(our_runs[next(k for k in our_runs if k[0] == b)].outputs, hf.outputs)} / {len(hf.outputs)}")
+    for (b, cache), run in our_runs.items():
+        other = run.seconds - run.prefill_seconds - run.decode_seconds
+        mean_batch = statistics.mean(run.decode_batch_sizes) if run.decode_batch_sizes else 0
+        print(f"- LLM.generate{cache_label(cache)}，同时最多 {b} 个，时间去向：prefill 前向 {run.prefill_seconds:.1f} s"
+              f"（{run.prefill_steps} 步），decode 前向 {run.decode_seconds:.1f} s（{run.decode_steps} 步，"
+              f"平均批大小 {mean_batch:.1f}），其余（调度、Python，重叠时被前向盖住的不算）{other:.1f} s"
+              f"（{other / run.seconds:.0%}）")
+    first = next(iter(our_runs.values())).outputs
+    for key, run in our_runs.items():
+        if run.outputs != first:
+            print(f"- 注意：不同设置下我们的输出不一样：{cache_label(key[1])}、同时最多 {key[0]} 个时只有 "
+                  f"{agreement(run.outputs, first)} / {len(first)} 个请求与第一种设置一致")
+    print("\n（左填充改变了 HF 那边浮点求和的顺序，个别请求在近似平局处分叉是可能的；下面另和不填充的参照比。）")
+    return ratios
+
+
+def cache_label(cache: str | None) -> str:
+    return "" if cache is None else f"（{cache}）"
 
 
 def check_against_reference(path: Path, llm, workload: Workload, count: int) -> None:
@@ -373,7 +401,7 @@ def machine_load() -> str:
 
 
 QUICK = dict(requests=12, prompt_len=(16, 64), max_tokens=(8, 32), prefix_len=64, prefix_requests=8,
-             batch_size=4, check=2, bound_tokens=17)
+             batch_sizes=[4, 12], check=2, bound_tokens=17)
 
 
 def parse_args(argv: list[str] | None):
@@ -382,7 +410,7 @@ def parse_args(argv: list[str] | None):
         description="离线吞吐：LLM.generate 对 Hugging Face generate（同一次运行里比），"
                     "外加批大小 1 的 decode 占内存带宽上界的比例",
         epilog="示例：\n  python examples/ch11_benchmark.py --quick\n"
-               "  python examples/ch11_benchmark.py --requests 32 --threads 2")
+               "  python examples/ch11_benchmark.py --requests 32 --batch-sizes 8 --threads 2")
     parser.add_argument("--requests", type=int, default=64, metavar="N", help="请求数（默认 64）")
     parser.add_argument("--prompt-len", type=int, nargs=2, default=(16, 256), metavar=("MIN", "MAX"),
                         help="提示长度的区间（默认 16 256）")
@@ -390,10 +418,9 @@ def parse_args(argv: list[str] | None):
                         help="每个请求 max_tokens 的区间（默认 16 128）")
     parser.add_argument("--prefix-len", type=int, default=200, metavar="N",
                         help="共享前缀变体里系统提示的长度；0 表示不跑这个变体（默认 200）")
-    parser.add_argument("--batch-size", type=int, default=16, metavar="B",
-                        help="HF 每批几个请求；默认也是我们的 max_running_req（默认 16）")
-    parser.add_argument("--max-running", type=int, default=None, metavar="R",
-                        help="我们这边同时最多跑几个请求（max_running_req；默认与 --batch-size 相同）")
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[16, 64], metavar="B",
+                        help="同时最多几个请求：HF 每批 B 个，我们 max_running_req=B；每个 B 两边各跑一次"
+                             "（默认 16 64；共享前缀变体只用第一个）")
     parser.add_argument("--prefix-requests", type=int, default=32, metavar="N",
                         help="共享前缀变体的请求数（默认 32）")
     parser.add_argument("--seed", type=int, default=0, help="抽工作负载的随机种子（默认 0）")
@@ -404,18 +431,18 @@ def parse_args(argv: list[str] | None):
     parser.add_argument("--threads", type=int, default=1, metavar="T",
                         help="torch 的线程数（默认 1：机器上还有别人在跑时只用一个核）")
     parser.add_argument("--quick", action="store_true",
-                        help="小规模快速跑一遍（12 个请求，提示 16–64，max_tokens 8–32，每批 4 个）")
+                        help="小规模快速跑一遍（12 个请求，提示 16–64，max_tokens 8–32，同时最多 4 和 12 个）")
     parser.add_argument("--profile", action="store_true",
                         help="只剖析我们这一侧跑混合负载，看时间花在哪些算子上")
     args = parser.parse_args(argv)
     if args.quick:  # --quick 换一组默认值；命令行上明写的参数仍然算数
         parser.set_defaults(**QUICK)
         args = parser.parse_args(argv)
-    if args.max_running is None:
-        args.max_running = args.batch_size
-    for name in ("requests", "prefix_requests", "batch_size", "max_running", "threads"):
+    for name in ("requests", "prefix_requests", "threads"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} 必须 ≥ 1")
+    if min(args.batch_sizes) < 1:
+        parser.error("--batch-sizes 的每一个都必须 ≥ 1")
     for name in ("prompt_len", "max_tokens"):
         lo, hi = getattr(args, name)
         if not 1 <= lo <= hi:
@@ -442,37 +469,43 @@ def main(argv: list[str] | None = None) -> int:
     mixed = mixed_workload(args.requests, tuple(args.prompt_len), tuple(args.max_tokens), vocab, args.seed)
     workloads = [mixed]
     if args.prefix_len > 0:
-        shared = mixed_workload(args.prefix_requests, (16, 64), tuple(args.max_tokens), vocab, args.seed + 1,
-                                prefix_len=args.prefix_len)
-        workloads.append(shared)
+        workloads.append(mixed_workload(args.prefix_requests, (16, 64), tuple(args.max_tokens), vocab,
+                                        args.seed + 1, prefix_len=args.prefix_len))
 
     overlap = "关" if os.environ.get("MINISGL_DISABLE_OVERLAP_SCHEDULING") else "开（若这棵树有）"
     print(f"模型 {path.name}，float32，{torch.get_num_threads()} 个线程，贪心、不在 EOS 处停；"
-          f"HF 每批 {args.batch_size} 个，我们同时最多 {args.max_running} 个请求；重叠调度{overlap}。数字随机器和负载而变；开始时{machine_load()}。")
+          f"重叠调度{overlap}。数字随机器和负载而变；开始时{machine_load()}。")
+    ids = torch.tensor([[FIRST_PLAIN_ID] * 8])  # 预热 HF
+    with quiet_transformers(), torch.inference_mode():
+        hf_model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=2, do_sample=False,
+                          pad_token_id=pad_id)
 
-    llms = {("" if t is None else f"（{t}）"): make_llm(path, workloads, args.max_running, t)
-            for t in cache_types()}
-    main_llm = list(llms.values())[-1]
-    for llm in llms.values():  # 预热：第一次前向有一次性的开销
-        llm.generate([mixed.prompts[0][:8]], SamplingParams(max_tokens=2, ignore_eos=True))
-    hf_model.generate(torch.tensor([mixed.prompts[0][:8]]), attention_mask=torch.ones(1, 8, dtype=torch.long),
-                      max_new_tokens=2, do_sample=False, pad_token_id=pad_id)
-
+    first_b = args.batch_sizes[0]
     if args.profile:
-        run_profile(main_llm, mixed)
+        llm = make_llm(path, workloads, first_b, None)
+        warm_up(llm)
+        run_profile(llm, mixed)
+        llm.shutdown()
         return 0
 
-    ratio = run_workload(mixed, {k: v for k, v in llms.items() if k == list(llms)[-1]}, hf_model, args, pad_id)
-    if args.check:
-        check_against_reference(path, main_llm, mixed, args.check)
+    ratios = compare(path, mixed, hf_model, pad_id, [(b, None) for b in args.batch_sizes], workloads)
     if len(workloads) > 1:
-        run_workload(workloads[1], llms, hf_model, args, pad_id)
+        compare(path, workloads[1], hf_model, pad_id, [(first_b, t) for t in cache_types()], workloads)
+    # 同一时刻只留一个 LLM：Engine 用的是进程里唯一的全局上下文，shutdown 会把它清掉
+    bound_prompt = 64  # 量批大小 1 的 decode 用的提示长度
+    probe = Workload("批大小 1", [[FIRST_PLAIN_ID] * bound_prompt], [max(args.bound_tokens, 1)])
+    llm = make_llm(path, workloads + [probe], first_b, None)  # 对答案、量批大小 1 用这一个
+    warm_up(llm)
+    if args.check:
+        check_against_reference(path, llm, mixed, args.check)
     if args.bound_tokens:
-        run_bound(path, main_llm, hf_model, prompt_len=64, new_tokens=args.bound_tokens)
-    print(f"\n混合负载上 LLM.generate 的吞吐是 HF generate 的 {ratio[0]:.2f} 倍（按 CPU 时间算 {ratio[1]:.2f} 倍；"
-          f"目标 ≥ 2 倍）。结束时{machine_load()}。")
-    for llm in llms.values():
-        llm.shutdown()
+        run_bound(path, llm, hf_model, prompt_len=bound_prompt, new_tokens=args.bound_tokens)
+    llm.shutdown()
+
+    print(f"\n混合负载上 LLM.generate 的吞吐（对同样“同时最多”的 HF；括号里按 CPU 时间）：")
+    for (b, _), (wall, cpu) in ratios.items():
+        print(f"- 同时最多 {b} 个请求：{wall:.2f} 倍（{cpu:.2f} 倍）")
+    print(f"目标 ≥ 2 倍。结束时{machine_load()}。")
     return 0
 
 
