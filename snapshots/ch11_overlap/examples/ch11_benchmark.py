@@ -142,21 +142,38 @@ class OurRun:
     seconds: float
     cpu_seconds: float
     outputs: list[list[int]]
-    prefill_seconds: float  # 花在 prefill 前向里的时间（Engine.forward_batch，含采样）
-    decode_seconds: float  # 花在 decode 前向里的时间
-    prefill_steps: int
-    decode_steps: int
-    decode_batch_sizes: list[int]
+    steps: list["Step"]  # 每一次 Engine.forward_batch
+
+    def forward(self, prefill: bool) -> tuple[float, float, int]:
+        """prefill（或 decode）前向合计：(墙钟秒, CPU 秒, 步数)。"""
+        chosen = [s for s in self.steps if s.is_prefill == prefill]
+        return sum(s.seconds for s in chosen), sum(s.cpu_seconds for s in chosen), len(chosen)
 
 
-def timed_forward(engine, log: list[tuple[bool, int, float]]):
-    """包一层 Engine.forward_batch：记下每一步是不是 prefill、批里几个请求、前向用了多久。"""
-    forward = type(engine).forward_batch
+@dataclass
+class Step:
+    is_prefill: bool
+    batch_size: int
+    seconds: float  # 墙钟
+    cpu_seconds: float  # 跑前向的那个线程用掉的 CPU 时间（torch 单线程时，算子都在这个线程上）
 
-    def wrapper(batch, args):
-        started = time.perf_counter()
-        out = forward(engine, batch, args)
-        log.append((batch.is_prefill, len(batch.reqs), time.perf_counter() - started))
+
+def compute_method(engine) -> str:
+    """Engine 上真正做前向计算的方法。第 11 章起 forward_batch 在 CPU 上只是把前向交给工作线程
+    就返回，计算在 _forward_and_sample 里（工作线程上）；之前的章节 forward_batch 自己就算完。"""
+    return "_forward_and_sample" if hasattr(type(engine), "_forward_and_sample") else "forward_batch"
+
+
+def timed_forward(engine, log: list[Step]):
+    """包一层做前向计算的方法：记下每一步是不是 prefill、批里几个请求、算了多久。
+    计时发生在计算所在的线程上（重叠调度时是工作线程）。"""
+    method = getattr(type(engine), compute_method(engine))
+
+    def wrapper(batch, *args, **kwargs):
+        started, cpu_started = time.perf_counter(), time.thread_time()
+        out = method(engine, batch, *args, **kwargs)
+        log.append(Step(batch.is_prefill, len(batch.reqs), time.perf_counter() - started,
+                        time.thread_time() - cpu_started))
         return out
 
     return wrapper
@@ -164,18 +181,16 @@ def timed_forward(engine, log: list[tuple[bool, int, float]]):
 
 def our_generate(llm, workload: Workload) -> OurRun:
     params = [SamplingParams(max_tokens=n, ignore_eos=True) for n in workload.max_tokens]
-    log: list[tuple[bool, int, float]] = []
-    llm.engine.forward_batch = timed_forward(llm.engine, log)
+    log: list[Step] = []
+    name = compute_method(llm.engine)
+    setattr(llm.engine, name, timed_forward(llm.engine, log))
     try:
         started, cpu_started = time.perf_counter(), time.process_time()
         results = llm.generate(workload.prompts, params)
         seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
     finally:
-        del llm.engine.forward_batch  # 恢复类上的方法
-    prefill = [t for is_prefill, _, t in log if is_prefill]
-    decode = [(n, t) for is_prefill, n, t in log if not is_prefill]
-    return OurRun(seconds, cpu_seconds, [list(r["token_ids"]) for r in results], sum(prefill),
-                  sum(t for _, t in decode), len(prefill), len(decode), [n for n, _ in decode])
+        delattr(llm.engine, name)  # 恢复类上的方法
+    return OurRun(seconds, cpu_seconds, [list(r["token_ids"]) for r in results], log)
 
 
 def make_llm(path: Path, workloads: list[Workload], max_running: int, cache_type: str | None):
@@ -304,12 +319,15 @@ def compare(path: Path, workload: Workload, hf_model, pad_id: int, settings: lis
               f"（{useful / hf.computed_tokens:.0%}）；与我们的输出逐 token 一致的请求 "
               f"{agreement(our_runs[next(k for k in our_runs if k[0] == b)].outputs, hf.outputs)} / {len(hf.outputs)}")
     for (b, cache), run in our_runs.items():
-        other = run.seconds - run.prefill_seconds - run.decode_seconds
-        mean_batch = statistics.mean(run.decode_batch_sizes) if run.decode_batch_sizes else 0
-        print(f"- LLM.generate{cache_label(cache)}，同时最多 {b} 个，时间去向：prefill 前向 {run.prefill_seconds:.1f} s"
-              f"（{run.prefill_steps} 步），decode 前向 {run.decode_seconds:.1f} s（{run.decode_steps} 步，"
-              f"平均批大小 {mean_batch:.1f}），其余（调度、Python，重叠时被前向盖住的不算）{other:.1f} s"
-              f"（{other / run.seconds:.0%}）")
+        p_wall, p_cpu, p_steps = run.forward(prefill=True)
+        d_wall, d_cpu, d_steps = run.forward(prefill=False)
+        sizes = [s.batch_size for s in run.steps if not s.is_prefill]
+        mean_batch = statistics.mean(sizes) if sizes else 0
+        other = run.cpu_seconds - p_cpu - d_cpu
+        print(f"- LLM.generate{cache_label(cache)}，同时最多 {b} 个，CPU 时间的去向：prefill 前向 {p_cpu:.1f} s"
+              f"（{p_steps} 步），decode 前向 {d_cpu:.1f} s（{d_steps} 步，平均批大小 {mean_batch:.1f}），"
+              f"前向之外（调度、Python）{other:.1f} s（{other / run.cpu_seconds:.0%}）；"
+              f"前向的墙钟时间 {p_wall + d_wall:.1f} s，全程 {run.seconds:.1f} s")
     first = next(iter(our_runs.values())).outputs
     for key, run in our_runs.items():
         if run.outputs != first:
