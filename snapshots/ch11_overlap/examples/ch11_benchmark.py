@@ -520,10 +520,10 @@ def main(argv: list[str] | None = None) -> int:
         run_bound(path, llm, hf_model, prompt_len=bound_prompt, new_tokens=args.bound_tokens)
     llm.shutdown()
 
-    print(f"\n混合负载上 LLM.generate 的吞吐（对同样“同时最多”的 HF；括号里按 CPU 时间）：")
+    print(f"\n混合负载上 LLM.generate 的吞吐（对同样“同时最多”的 HF；括号里按 CPU 时间）：\n")
     for (b, _), (wall, cpu) in ratios.items():
         print(f"- 同时最多 {b} 个请求：{wall:.2f} 倍（{cpu:.2f} 倍）")
-    print(f"目标 ≥ 2 倍。结束时{machine_load()}。")
+    print(f"\n目标 ≥ 2 倍。结束时{machine_load()}。")
     return 0
 
 
