@@ -499,6 +499,43 @@ def generate_batch(prompts, max_tokens, step, eos_id=None, ignore_eos=None):
         batch = [(i, [outputs[i][-1]], len(prompts[i]) + len(outputs[i]) - 1) for i in range(n)]
     return outputs, sizes
 '''),
+    # ---- 022 静态批处理与连续批处理
+    Cheat("022_batching_steps", "静态批处理也在有空位时接纳（当成连续批处理）", '''
+_continuous = simulate
+def simulate(requests, max_running, continuous):
+    return _continuous(requests, max_running, True)
+''', expect="静态批处理在还有请求在跑的时候接纳了新请求"),
+    Cheat("022_batching_steps", "prefill 的那一步把在跑的请求也带上", '''
+def simulate(requests, max_running, continuous):
+    if max_running < 1 or any(m < 1 for _, m in requests) or len({u for u, _ in requests}) != len(requests):
+        raise ValueError("参数不对")
+    limit, queue, running, steps = dict(requests), [u for u, _ in requests], [], []
+    produced = dict.fromkeys(limit, 0)
+    while queue or running:
+        free = max_running - len(running)
+        if queue and free > 0 and (continuous or not running):
+            new, queue = queue[:free], queue[free:]
+            running = running + new
+            batch = list(running)
+            steps.append(("prefill", batch))
+        else:
+            batch = list(running)
+            steps.append(("decode", batch))
+        for u in batch:
+            produced[u] += 1
+        running = [u for u in running if produced[u] < limit[u]]
+    return steps
+''', expect="prefill 这一步把在跑的请求也放进来了"),
+    Cheat("022_batching_steps", "decode 批按 uid 排序（而不是接纳的先后）", '''
+_admission_order = simulate
+def simulate(requests, max_running, continuous):
+    return [(p, sorted(b) if p == "decode" else b) for p, b in _admission_order(requests, max_running, continuous)]
+''', expect="按接纳的先后排"),
+    Cheat("022_batching_steps", "短的先来（不是先来先服务）", '''
+_fcfs = simulate
+def simulate(requests, max_running, continuous):
+    return _fcfs(sorted(requests, key=lambda r: r[1]), max_running, continuous)
+''', expect="先来先服务"),
 ]
 
 
