@@ -17,8 +17,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+import torch
+
 from minisgl.core import SamplingParams
-from minisgl.scheduler import PrefillManager, Scheduler, SchedulerConfig
+from minisgl.scheduler import Scheduler, SchedulerConfig
+from minisgl.scheduler.prefill import PrefillManager
 
 TEXTS = ["The capital of France is", "Once upon a time,", "def fibonacci(n):",
          "Water boils at", "The three primary colors are", "import numpy as np\n",
@@ -78,7 +81,7 @@ def run_policy(sched: Scheduler, policy: str, prompts: list[list[int]],
     trace = Trace(policy)
     for uid, (ids, n) in enumerate(zip(prompts, max_tokens)):
         # ignore_eos：每个请求正好生成 max_tokens 个，两种做法的工作量完全一样
-        sched.add_req(uid, ids, SamplingParams(max_tokens=n, ignore_eos=True))
+        sched.add_req(uid, torch.tensor(ids, dtype=torch.int32), SamplingParams(max_tokens=n, ignore_eos=True))
         trace.tokens[uid] = []
     start = time.perf_counter()
     while sched.runnable:
