@@ -56,6 +56,19 @@ class Trace:
         return self.step_ends[-1]
 
     @property
+    def durations(self) -> list[float]:
+        """每一步用了多久。"""
+        return [b - a for a, b in zip([0.0] + self.step_ends, self.step_ends)]
+
+    def decode_step_time(self) -> dict[int, float]:
+        """decode 一步的平均时间，按批大小分开算：{批大小: 秒}。"""
+        by_size: dict[int, list[float]] = {}
+        for phase, size, dt in zip(self.phases, self.batch_sizes, self.durations):
+            if phase == "decode":
+                by_size.setdefault(size, []).append(dt)
+        return {size: sum(v) / len(v) for size, v in sorted(by_size.items())}
+
+    @property
     def latencies(self) -> list[float]:
         return [self.finished[uid] for uid in sorted(self.finished)]
 
@@ -146,6 +159,11 @@ def report(traces: dict[str, Trace]) -> None:
         print("  " + " ".join(f"{x:>7.2f}" for x in t.latencies) + f"   {name}")
     for name, t in traces.items():
         print(f"{name}每一步的批大小：{runs(t.batch_sizes)}")
+    steps = [t.decode_step_time() for t in traces.values()]
+    sizes = sorted(set().union(*steps))
+    print("decode 一步的平均时间（毫秒），按批大小：")
+    for name, per_size in zip(traces, steps):
+        print(f"  {name}：" + "，".join(f"{b} 个 {per_size[b] * 1000:.1f}" for b in sizes if b in per_size))
 
 
 def main() -> None:
