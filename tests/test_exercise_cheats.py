@@ -499,6 +499,43 @@ def generate_batch(prompts, max_tokens, step, eos_id=None, ignore_eos=None):
         batch = [(i, [outputs[i][-1]], len(prompts[i]) + len(outputs[i]) - 1) for i in range(n)]
     return outputs, sizes
 '''),
+    # ---- 021 先来先服务的接纳
+    Cheat("021_fcfs_admission", "放不下的请求跳过去，接着试后面的", '''
+def admit(queue, *, free_rows, free_pages, inflight, page_size, token_budget):
+    _check_page_size(page_size)
+    pages_left, admitted = free_pages - inflight, []
+    for i, (prompt_len, max_tokens) in enumerate(queue):
+        worst = _div_ceil(prompt_len + max_tokens - 1, page_size)
+        if free_rows and (not admitted or prompt_len <= token_budget) and worst <= pages_left:
+            admitted.append(i)
+            free_rows, token_budget, pages_left = free_rows - 1, token_budget - prompt_len, pages_left - worst
+    return admitted
+''', expect="插了队"),
+    Cheat("021_fcfs_admission", "只给提示留页（乐观接纳）", '''
+def admit(queue, *, free_rows, free_pages, inflight, page_size, token_budget):
+    _check_page_size(page_size)
+    pages_left, admitted = free_pages - inflight, []
+    for i, (prompt_len, max_tokens) in enumerate(queue):
+        if not free_rows or (admitted and prompt_len > token_budget):
+            break
+        worst = _div_ceil(prompt_len, page_size)
+        if worst > pages_left:
+            break
+        admitted.append(i)
+        free_rows, token_budget, pages_left = free_rows - 1, token_budget - prompt_len, pages_left - worst
+    return admitted
+''', expect="只给提示留了页"),
+    Cheat("021_fcfs_admission", "不管在跑的请求将来要的页", '''
+_admit = admit
+def admit(queue, *, free_rows, free_pages, inflight, page_size, token_budget):
+    return _admit(queue, free_rows=free_rows, free_pages=free_pages, inflight=0, page_size=page_size,
+                  token_budget=token_budget)
+''', expect="没有减去在跑的请求还要的页"),
+    Cheat("021_fcfs_admission", "在跑的请求把最后一个 token 也算进去", '''
+def inflight_pages(running, page_size):
+    _check_page_size(page_size)
+    return sum(_div_ceil(m, page_size) - _div_ceil(c, page_size) for c, m in running)
+''', expect="不进 KV 池"),
     # ---- 022 静态批处理与连续批处理
     Cheat("022_batching_steps", "静态批处理也在有空位时接纳（当成连续批处理）", '''
 _continuous = simulate
@@ -536,6 +573,30 @@ _fcfs = simulate
 def simulate(requests, max_running, continuous):
     return _fcfs(sorted(requests, key=lambda r: r[1]), max_running, continuous)
 ''', expect="先来先服务"),
+    # ---- 023 token 池的下标
+    Cheat("023_token_pool_indices", "新 token 写在 device_len - 1（覆盖了最后一个输入 token）", '''
+def write_indices(reqs):
+    return (torch.tensor([r[0] for r in reqs], dtype=torch.int64),
+            torch.tensor([r[2] - 1 for r in reqs], dtype=torch.int64))
+''', expect="写在了 device_len - 1"),
+    Cheat("023_token_pool_indices", "最后一个 token 也写在 device_len（会越过 token 池的宽度）", '''
+def write_indices(reqs):
+    return (torch.tensor([r[0] for r in reqs], dtype=torch.int64),
+            torch.tensor([r[2] for r in reqs], dtype=torch.int64))
+''', expect="它要写到 -1"),
+    Cheat("023_token_pool_indices", "位置从 0 数（忘了 cached_len）", '''
+def input_indices(reqs):
+    lens = [r[2] - r[1] for r in reqs]
+    rows = [r[0] for r, n in zip(reqs, lens) for _ in range(n)]
+    positions = [p for n in lens for p in range(n)]
+    return torch.tensor(rows, dtype=torch.int64), torch.tensor(positions, dtype=torch.int64)
+''', expect="位置从 0 数了"),
+    Cheat("023_token_pool_indices", "每步把整段序列 [0, device_len) 都当输入", '''
+def input_indices(reqs):
+    rows = [r[0] for r in reqs for _ in range(r[2])]
+    positions = [p for r in reqs for p in range(r[2])]
+    return torch.tensor(rows, dtype=torch.int64), torch.tensor(positions, dtype=torch.int64)
+''', expect="形状"),
 ]
 
 
