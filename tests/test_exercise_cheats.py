@@ -579,7 +579,7 @@ def write_indices(reqs):
     return (torch.tensor([r[0] for r in reqs], dtype=torch.int64),
             torch.tensor([r[2] - 1 for r in reqs], dtype=torch.int64))
 ''', expect="写在了 device_len - 1"),
-    Cheat("023_token_pool_indices", "最后一个 token 也写在 device_len（会越过 token 池的宽度）", '''
+    Cheat("023_token_pool_indices", "最后一个 token 也写在 device_len（不按题目写到 -1）", '''
 def write_indices(reqs):
     return (torch.tensor([r[0] for r in reqs], dtype=torch.int64),
             torch.tensor([r[2] for r in reqs], dtype=torch.int64))
