@@ -358,3 +358,120 @@ def test_random_workload_never_frees_a_page_a_row_points_at(dict_cache_type):
         for req in live:
             cm.cache_req(req, finished=True)
         cm.check_integrity()
+
+
+# ================================================================ 接上调度器
+
+
+def run_traced(llm, prompts, params):
+    """一步步跑完，记下每步的 (在跑, 已用页, 预留页) 和每步 prefill 真正算的 token 数。"""
+    for uid, (prompt, sp) in enumerate(zip(prompts, params)):
+        llm.add_req(uid, torch.tensor(prompt, dtype=torch.int32), sp)
+    outs, trace, computed = {uid: [] for uid in range(len(prompts))}, [], 0
+    cm = llm.cache_manager
+    while llm.runnable:
+        batch_input = llm._schedule_next_batch()
+        assert batch_input is not None
+        if batch_input.batch.is_prefill:
+            computed += sum(r.extend_len for r in batch_input.batch.reqs)
+        for out in llm._process_last_data((batch_input, llm._forward(batch_input))):
+            outs[out.uid].append(out.next_token)
+        used = cm.num_pages - cm.allocator.num_free_pages
+        cached = cm.prefix_cache.size_info.evictable_size // cm.page_size
+        trace.append((len(llm.decode_manager.running), used - cached,
+                      used - cached + llm.decode_manager.inflight_pages(cm.page_size)))
+    llm.run_when_idle()
+    return [outs[uid] for uid in range(len(prompts))], trace, computed
+
+
+@pytest.fixture(scope="module")
+def models():
+    from minibook.models import smollm2, tiny_qwen3
+
+    return {"smollm2": smollm2(), "tiny_qwen3": tiny_qwen3()}
+
+
+@pytest.mark.parametrize("name,page_size", [("tiny_qwen3", 1), ("tiny_qwen3", 4), ("smollm2", 4)])
+def test_small_pool_admits_by_worst_case_and_output_equals_hf(models, name, page_size):
+    from minibook.hf import hf_greedy
+    from minisgl.llm import LLM
+
+    path = models[name]
+    total = 48 // page_size
+    llm = LLM(path, max_running_req=8, page_size=page_size, num_page_override=total,
+              max_seq_len_override=64)
+    rng = random.Random(page_size)
+    prompts = [[rng.randrange(100, 2000) for _ in range(rng.randint(3, 9))] for _ in range(5)]
+    max_tokens = [rng.randint(4, 16) for _ in prompts]
+    outs, trace, _ = run_traced(llm, prompts, [SamplingParams(max_tokens=n, ignore_eos=True)
+                                               for n in max_tokens])
+    for prompt, out, n in zip(prompts, outs, max_tokens):
+        assert out == hf_greedy(path, prompt, n)
+    # 任何时刻：实际用的 ≤ 预留的 ≤ 池子；页数才是瓶颈（8 行从来没用满）
+    assert all(used <= reserved <= total for _, used, reserved in trace)
+    assert 1 < max(running for running, _, _ in trace) < 5
+    assert llm.page_allocator.num_free_pages == total
+    llm.shutdown()
+
+
+def test_running_requests_keep_their_reservation(models):
+    """第二个请求的提示现在就放得下，但它最坏要的页加上第一个请求还要的页放不下：等。"""
+    from minisgl.llm import LLM
+
+    llm = LLM(models["tiny_qwen3"], max_running_req=4, page_size=1, num_page_override=30,
+              max_seq_len_override=32)
+    params = [SamplingParams(max_tokens=16, ignore_eos=True), SamplingParams(max_tokens=10, ignore_eos=True)]
+    _, trace, _ = run_traced(llm, [[5] * 8, [6] * 8], params)  # 最坏 23 页 + 17 页 > 30 页
+    assert max(running for running, _, _ in trace) == 1
+    assert len(trace) == 16 + 10  # 一个接一个：每个请求 1 步 prefill + (max_tokens - 1) 步 decode
+    llm.shutdown()
+
+
+def test_shared_prefixes_are_computed_once_and_output_equals_hf(models, dict_cache_type):
+    """用测试里的 DictPrefixCache：命中的页被新请求借用，输出仍与 HF 一致；池小到要逐出。"""
+    from minibook.hf import hf_greedy
+    from minisgl.llm import LLM
+
+    path = models["tiny_qwen3"]
+    llm = LLM(path, max_running_req=2, page_size=2, num_page_override=40,
+              max_seq_len_override=64, cache_type=dict_cache_type)
+    system = list(range(300, 320))  # 20 个 token 的共同前缀
+    prompts = [system + [400 + i, 500 + i, 600 + i] for i in range(5)]
+    params = [SamplingParams(max_tokens=6, ignore_eos=True)] * 5
+    outs, _, computed = run_traced(llm, prompts, params)
+    for prompt, out in zip(prompts, outs):
+        assert out == hf_greedy(path, prompt, 6)
+    # 前两个同批、都没命中（23 + 23）；后三个各命中 20 个，只算 3 个
+    assert computed == 2 * 23 + 3 * 3
+    cm = llm.cache_manager
+    assert cm.prefix_cache.size_info.protected_size == 0
+    assert cm.allocator.num_free_pages + cm.prefix_cache.size_info.total_size // 2 == 40
+    llm.shutdown()
+
+
+def test_dropping_one_free_is_caught_when_the_scheduler_goes_idle(models, monkeypatch):
+    from minisgl.llm import LLM
+
+    llm = LLM(models["tiny_qwen3"], max_running_req=2, page_size=2, num_page_override=16,
+              max_seq_len_override=32)
+    free_pages = llm.page_allocator.free_pages
+    monkeypatch.setattr(llm.page_allocator, "free_pages",
+                        lambda pages: free_pages(list(pages)[:-1]))  # 每次还页都漏掉最后一页
+    with pytest.raises(RuntimeError, match="有 1 页没有还回来"):
+        llm.generate([[1, 2, 3, 4]], SamplingParams(max_tokens=3, ignore_eos=True))
+    llm.shutdown()
+
+
+def test_abort_of_a_running_request_returns_its_pages(models):
+    from minisgl.llm import LLM
+
+    llm = LLM(models["tiny_qwen3"], max_running_req=2, page_size=4, num_page_override=16,
+              max_seq_len_override=32)
+    llm.add_req(0, torch.tensor([1, 2, 3, 4, 5], dtype=torch.int32), SamplingParams(max_tokens=9))
+    llm.step()
+    llm.step()
+    assert llm.page_allocator.num_free_pages < 16
+    assert llm.abort_req(0) and not llm.runnable
+    llm.step()  # 空闲：核对账目
+    assert llm.page_allocator.num_free_pages == 16
+    llm.shutdown()
