@@ -14,7 +14,7 @@
 # %% [markdown]
 # # 第 8 章 CacheManager
 #
-# 第 7 章的调度器直接拿着 PageAllocator：一页只属于一个请求，请求结束就还。下一章的[前缀缓存](../glossary.md#prefix-cache)要让几个请求共用同一批页，页不够时还要把缓存的页逐出，于是“谁还指着这一页、什么时候能还”必须有一处统一记账。这一章写这一处：[CacheManager](../glossary.md#cache-manager) 组合分配器和一个可替换的前缀缓存接口，页按持有者计数，准入按最坏情况预留，调度器空闲时核对账目。main 在一个 16 页的小池子上跑 5 个请求，输出与 Hugging Face 逐 token 一致，账目对得上。
+# 第 7 章的调度器直接拿着 PageAllocator：一页只属于一个请求，请求结束就还。下一章的[前缀缓存](../glossary.md#prefix-cache)要让几个请求共用同一批页，页不够时还要把缓存的页[逐出](../glossary.md#evict)，于是“谁还指着这一页、什么时候能还”必须有一处统一记账。这一章写这一处：[CacheManager](../glossary.md#cache-manager) 组合分配器和一个可替换的前缀缓存接口，页按持有者计数，准入按[最坏情况预留](../glossary.md#worst-case-reservation)，调度器空闲时[核对账目](../glossary.md#integrity-check)。main 在一个 16 页的小池子上跑 5 个请求，输出与 Hugging Face 逐 token 一致，账目对得上。
 
 # %% tags=["remove-cell"]
 from minibook.page import *
@@ -100,7 +100,7 @@ listing("minisgl/kvcache/base.py", "BasePrefixCache")
 #
 # ## 准入：匹配、锁住、按最坏情况预留
 #
-# 接纳一个排队的请求时，`PrefillAdder` 先问缓存命中了多少，锁住命中的一段，再数页：
+# 接纳一个排队的请求时，`PrefillAdder` 先问缓存命中了多少，[锁住](../glossary.md#cache-handle)命中的一段，再数页：
 
 # %% tags=["remove-input"]
 listing("minisgl/scheduler/prefill.py", "PrefillAdder.try_add_one")
@@ -174,7 +174,9 @@ ax.axhline(48, color="gray", linestyle="--", linewidth=1, label="池子 48 页")
 ax.set_xlabel("步")
 ax.set_ylabel("页数")
 ax.set_title("按最坏情况准入：预留的页与实际用的页")
-ax.legend(loc="upper right")
+ax.set_ylim(0, 52)
+ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, frameon=False)
+fig.tight_layout()
 plt.show()
 
 # %% [markdown]
