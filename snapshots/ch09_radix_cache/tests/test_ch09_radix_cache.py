@@ -36,7 +36,7 @@ def handle_of(cache: RadixPrefixCache, tokens: torch.Tensor) -> RadixCacheHandle
 
 
 def test_match_splits_a_node_and_returns_page_aligned_prefix():
-    cache, pages = RadixPrefixCache("cpu", page_size=2), Pages(2)
+    cache, pages = RadixPrefixCache(page_size=2), Pages(2)
     slots = pages.slots(6)
     assert cache.insert_prefix(ids(1, 2, 3, 4, 5, 6, 7), torch.cat([slots, ids(0)])).cached_len == 0
     assert cache.size_info == (6, 0)  # 7 个 token 只插进 3 整页
@@ -52,7 +52,7 @@ def test_match_splits_a_node_and_returns_page_aligned_prefix():
 
 
 def test_insert_reports_what_was_already_cached():
-    cache, pages = RadixPrefixCache("cpu", page_size=1), Pages(1)
+    cache, pages = RadixPrefixCache(page_size=1), Pages(1)
     first = pages.slots(4)
     cache.insert_prefix(ids(1, 2, 3, 4), first)
     res = cache.insert_prefix(ids(1, 2, 8, 9), pages.slots(4))
@@ -64,7 +64,7 @@ def test_insert_reports_what_was_already_cached():
 
 
 def test_evict_takes_least_recently_used_unlocked_leaves_first():
-    cache, pages = RadixPrefixCache("cpu", page_size=1), Pages(1)
+    cache, pages = RadixPrefixCache(page_size=1), Pages(1)
     a, b, c = pages.slots(3), pages.slots(3), pages.slots(3)
     cache.insert_prefix(ids(1, 1, 1), a)
     cache.insert_prefix(ids(2, 2, 2), b)
@@ -77,7 +77,7 @@ def test_evict_takes_least_recently_used_unlocked_leaves_first():
 
 
 def test_evict_climbs_to_a_parent_that_becomes_a_leaf():
-    cache, pages = RadixPrefixCache("cpu", page_size=1), Pages(1)
+    cache, pages = RadixPrefixCache(page_size=1), Pages(1)
     cache.insert_prefix(ids(1, 2), pages.slots(2))
     cache.insert_prefix(ids(1, 2, 3), pages.slots(3))  # 树：[1 2] → [3]
     cache.insert_prefix(ids(5), pages.slots(1))
@@ -87,7 +87,7 @@ def test_evict_climbs_to_a_parent_that_becomes_a_leaf():
 
 
 def test_evict_errors_and_zero():
-    cache = RadixPrefixCache("cpu", page_size=1)
+    cache = RadixPrefixCache(page_size=1)
     assert cache.evict(0).numel() == 0
     cache.insert_prefix(ids(1, 2), ids(4, 5))
     cache.lock_handle(handle_of(cache, ids(1, 2)))
@@ -97,11 +97,11 @@ def test_evict_errors_and_zero():
 
 def test_bad_page_size_is_a_chinese_error():
     with pytest.raises(ValueError, match="page_size"):
-        RadixPrefixCache("cpu", page_size=0)
+        RadixPrefixCache(page_size=0)
 
 
 def test_a_locked_handle_survives_a_split_of_its_node():
-    cache, pages = RadixPrefixCache("cpu", page_size=2), Pages(2)
+    cache, pages = RadixPrefixCache(page_size=2), Pages(2)
     slots = pages.slots(6)
     long = cache.insert_prefix(ids(1, 2, 3, 4, 5, 6), slots).handle
     cache.lock_handle(long)
@@ -123,7 +123,7 @@ def test_regression_match_returns_the_matched_node_not_the_root():
 
     句柄指向根时，锁它什么都锁不住，get_matched_indices 也是空的。
     """
-    cache, pages = RadixPrefixCache("cpu", page_size=1), Pages(1)
+    cache, pages = RadixPrefixCache(page_size=1), Pages(1)
     slots = pages.slots(5)
     cache.insert_prefix(ids(1, 2, 3, 4, 5), slots)
     h = handle_of(cache, ids(1, 2, 3, 9))
@@ -158,9 +158,9 @@ class _SkipOwnNode(RadixPrefixCache):
 
 
 def test_regression_lock_and_unlock_include_the_handles_own_node():
-    _lock_protects(RadixPrefixCache("cpu", page_size=2), Pages(2))
+    _lock_protects(RadixPrefixCache(page_size=2), Pages(2))
     with pytest.raises(AssertionError, match="没被锁住"):  # 这条检查抓得住上游那个错误
-        _lock_protects(_SkipOwnNode("cpu", page_size=2), Pages(2))
+        _lock_protects(_SkipOwnNode(page_size=2), Pages(2))
 
 
 def _insert_survives_row_reuse(cache: RadixPrefixCache) -> None:
@@ -184,9 +184,9 @@ class _StoresView(RadixPrefixCache):
 
 
 def test_regression_insert_stores_a_copy_of_the_page_table_row():
-    _insert_survives_row_reuse(RadixPrefixCache("cpu", page_size=2))
+    _insert_survives_row_reuse(RadixPrefixCache(page_size=2))
     with pytest.raises(AssertionError, match="跟着页表变了"):
-        _insert_survives_row_reuse(_StoresView("cpu", page_size=2))
+        _insert_survives_row_reuse(_StoresView(page_size=2))
 
 
 def test_regression_evict_counts_tokens_not_pages():
@@ -194,7 +194,7 @@ def test_regression_evict_counts_tokens_not_pages():
 
     evict 的参数和返回都按 token 计：要 5 个 token 就得到至少 5 个，而且是整页。
     """
-    cache, pages = RadixPrefixCache("cpu", page_size=4), Pages(4)
+    cache, pages = RadixPrefixCache(page_size=4), Pages(4)
     for first in range(4):
         cache.insert_prefix(ids(first, 0, 0, 0), pages.slots(4))  # 4 个叶子，每个一页
     out = cache.evict(5)
@@ -216,7 +216,7 @@ def test_regression_evict_counts_tokens_not_pages():
     (lambda c, n: setattr(n, "value", c.root.children[(1, 2)].value.clone()), "出现了两次"),
 ])
 def test_check_integrity_catches_each_kind_of_damage(damage, message):
-    cache, pages = RadixPrefixCache("cpu", page_size=2), Pages(2)
+    cache, pages = RadixPrefixCache(page_size=2), Pages(2)
     cache.insert_prefix(ids(1, 2), pages.slots(2))
     cache.insert_prefix(ids(1, 2, 3, 4), pages.slots(4))
     cache.check_integrity()
@@ -312,7 +312,7 @@ op = st.one_of(
 @settings(max_examples=200, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(page_size=st.sampled_from([1, 2, 4]), ops=st.lists(op, max_size=40))
 def test_random_operations_agree_with_a_plain_reference(page_size, ops):
-    cache, ref, pages = RadixPrefixCache("cpu", page_size), Reference(page_size), Pages(page_size)
+    cache, ref, pages = RadixPrefixCache(page_size), Reference(page_size), Pages(page_size)
     locked: list[tuple[RadixCacheHandle, tuple[int, ...]]] = []
     for kind, arg in ops:
         if kind == "insert":

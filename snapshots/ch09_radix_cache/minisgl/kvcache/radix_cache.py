@@ -11,7 +11,8 @@
   它的长度记在 evictable_size 里，否则记在 protected_size 里；
 - 只驱逐叶子：中间节点被驱逐，它下面的前缀就断了。
 
-key 的比较在 CPU 上用 Python 列表做；value 是设备上的 int32 张量，树里存的是自己的拷贝。
+key 的比较在 CPU 上用 Python 列表做；value 是 CPU 上的 int32 张量（记账都在 CPU 上，和
+PageAllocator 一样），树里存的是自己的拷贝。
 """
 
 from __future__ import annotations
@@ -83,20 +84,14 @@ def _common_prefix_len(a: list[int], b: list[int]) -> int:
 class RadixPrefixCache(BasePrefixCache):
     """按 token 前缀共享槽位的 radix 树。页大小由构造函数给定（不读全局 Context）。"""
 
-    def __init__(self, device: torch.device, page_size: int = 1) -> None:
+    def __init__(self, page_size: int) -> None:
         if not (isinstance(page_size, int) and page_size >= 1):
             raise ValueError(f"page_size 必须是 ≥ 1 的整数，收到 {page_size!r}")
-        self.device = torch.device(device)
         self.page_size = page_size
-        self.reset()
-
-    def reset(self) -> None:
-        """清空整棵树。树里的槽位由调用者负责还给分配器。"""
-        empty = torch.empty(0, dtype=torch.int32, device=self.device)
-        self.root = RadixTreeNode([], empty, None, last_access=0)
+        self.root = RadixTreeNode([], torch.empty(0, dtype=torch.int32), None, last_access=0)
         self.evictable_size = 0  # ref_count == 0 的节点的 token 数之和
         self.protected_size = 0  # ref_count > 0 的节点的 token 数之和
-        self._clock = 0
+        self._clock = 0  # 逻辑时钟：每次 match/insert 加一，比墙上时间好测、不会相等
 
     # ------------------------------------------------------------------ 查找与插入
 
@@ -117,7 +112,7 @@ class RadixPrefixCache(BasePrefixCache):
         node, matched = self._walk(ids)
         if matched < insert_len:
             # clone：indices 往往是页表某一行的切片，那一行以后会被别的请求覆盖
-            value = indices[matched:insert_len].to(torch.int32).clone()
+            value = indices[matched:insert_len].to("cpu", torch.int32).clone()
             node = self._add_child(node, ids[matched:], value)
             self.evictable_size += node.length
         return InsertResult(matched, RadixCacheHandle(insert_len, node))
