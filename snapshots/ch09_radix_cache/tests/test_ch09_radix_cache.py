@@ -353,3 +353,136 @@ def test_random_operations_agree_with_a_plain_reference(page_size, ops):
             assert all(p[:-page_size] in ref.pages for p in ref.pages if len(p) > page_size)
         cache.check_integrity()
         assert tuple(cache.size_info) == ref.sizes()
+
+
+# ---------------------------------------------------------------- 接进调度器
+
+
+@pytest.fixture(scope="module")
+def models():
+    from minibook.models import smollm2, tiny_qwen3
+
+    return {"smollm2": smollm2(), "tiny_qwen3": tiny_qwen3()}
+
+
+def prefill_hits(llm, prompts, params, one_by_one: bool) -> list[int]:
+    """跑完 prompts，返回每个请求 prefill 时命中的 token 数（按 uid）。"""
+    hits: dict[int, int] = {}
+    forward = llm._forward
+
+    def record(forward_input):
+        if forward_input.batch.is_prefill:
+            hits.update({r.uid: r.cached_len for r in forward_input.batch.reqs})
+        return forward(forward_input)
+
+    llm._forward = record
+    start = llm.next_uid
+    outs = ([llm.generate([p], params)[0] for p in prompts] if one_by_one
+            else llm.generate(prompts, params))
+    llm._forward = forward
+    return outs, [hits[start + i] for i in range(len(prompts))]
+
+
+def test_radix_is_registered_and_the_default():
+    from minisgl.kvcache import create_prefix_cache
+    from minisgl.scheduler import SchedulerConfig
+
+    assert isinstance(create_prefix_cache("radix", 4), RadixPrefixCache)
+    assert SchedulerConfig(model_path="x").cache_type == "radix"
+
+
+@pytest.mark.parametrize("name, page_size", [("smollm2", 1), ("tiny_qwen3", 4)])
+def test_shared_prefix_hits_and_greedy_equals_hf(models, name, page_size):
+    from minibook.hf import hf_greedy
+    from minisgl.core import SamplingParams
+    from minisgl.llm import LLM
+
+    path = models[name]
+    llm = LLM(path, max_running_req=4, page_size=page_size, num_page_override=256 // page_size,
+              max_seq_len_override=64)
+    system = list(range(300, 322))  # 22 个 token 的共同前缀
+    prompts = [system + [400 + i, 500 + i, 600 + i] for i in range(3)]
+    params = SamplingParams(max_tokens=5, ignore_eos=True)
+    outs, hits = prefill_hits(llm, prompts, params, one_by_one=True)
+    for prompt, out in zip(prompts, outs):
+        assert out["token_ids"] == hf_greedy(path, prompt, 5)
+    assert hits == [0, 22 - 22 % page_size, 22 - 22 % page_size]
+    # 第二轮对话：上一轮的提示 + 回答 + 新问题。回答也进了缓存，命中的比提示还长
+    turn2 = prompts[0] + outs[0]["token_ids"] + [700, 701]
+    out2, hit2 = prefill_hits(llm, [turn2], params, one_by_one=True)
+    assert out2[0]["token_ids"] == hf_greedy(path, turn2, 5)
+    ps = page_size
+    assert hit2 == [(len(prompts[0]) + 5 - 1) // ps * ps]  # 最后一个生成的 token 没进过 KV 池
+    llm.run_when_idle()
+    llm.shutdown()
+
+
+def test_requests_in_the_same_prefill_batch_do_not_share(models):
+    """前缀在 prefill 之后才插进树：同一批里的请求彼此看不见，要等下一批。"""
+    from minisgl.core import SamplingParams
+    from minisgl.llm import LLM
+
+    system = list(range(300, 340))
+    prompts = [system + [400 + i] * 4 for i in range(4)]  # 每个 44 个 token
+    params = SamplingParams(max_tokens=2, ignore_eos=True)
+    llm = LLM(models["tiny_qwen3"], max_running_req=4, num_page_override=512, max_seq_len_override=64)
+    assert prefill_hits(llm, prompts, params, one_by_one=False)[1] == [0, 0, 0, 0]
+    llm.shutdown()
+    # 预算只够一批一个请求：第一个之后的每个都命中 40 个
+    llm = LLM(models["tiny_qwen3"], max_running_req=4, num_page_override=512, max_seq_len_override=64,
+              max_extend_tokens=50)
+    assert prefill_hits(llm, prompts, params, one_by_one=False)[1] == [0, 40, 40, 40]
+    llm.shutdown()
+
+
+def _small_pool_run(path, page_size: int):
+    from minibook.hf import hf_greedy
+    from minisgl.core import SamplingParams
+    from minisgl.llm import LLM
+
+    llm = LLM(path, max_running_req=2, page_size=page_size, num_page_override=48 // page_size,
+              max_seq_len_override=48)
+    rng = torch.Generator().manual_seed(page_size)
+    params = SamplingParams(max_tokens=4, ignore_eos=True)
+    evicted_any = False
+    for i in range(8):  # 8 个互不相同的 20 token 提示，一个接一个：池子只放得下两个多
+        prompt = torch.randint(100, 2000, (20,), generator=rng).tolist()
+        before = llm.cache_manager.prefix_cache.size_info.total_size
+        out = llm.generate([prompt], params)[0]
+        assert out["token_ids"] == hf_greedy(path, prompt, 4)
+        llm.run_when_idle()  # 每次空闲都核对：空闲页 + 缓存页 == 总页数
+        evicted_any |= llm.cache_manager.prefix_cache.size_info.total_size <= before
+    assert evicted_any
+    llm.shutdown()
+
+
+@pytest.mark.parametrize("page_size", [1, 4])
+def test_small_pool_evicts_and_output_still_equals_hf(models, page_size):
+    _small_pool_run(models["tiny_qwen3"], page_size)
+
+
+def _one_page_leaves_then_a_long_prompt(path) -> None:
+    """缓存里攒一串一页大的叶子，再来一个要逐出两页的长提示。"""
+    from minisgl.core import SamplingParams
+    from minisgl.llm import LLM
+
+    llm = LLM(path, max_running_req=2, page_size=4, num_page_override=16, max_seq_len_override=40)
+    one = SamplingParams(max_tokens=1, ignore_eos=True)
+    system = list(range(300, 316))  # 4 页的共同前缀
+    for i in range(6):  # 每个请求只给树添一页叶子：[x x x x]，第 21 个 token 不满一页
+        llm.generate([system + [400 + i] * 4 + [9]], one)
+    cm = llm.cache_manager
+    assert cm.prefix_cache.size_info.total_size == (4 + 6) * 4 and cm.allocator.num_free_pages == 6
+    llm.generate([list(range(500, 532))], one)  # 32 个 token 要 8 页：空闲 6 页，差 2 页
+    llm.run_when_idle()
+    llm.shutdown()
+
+
+def test_regression_eviction_in_tokens_through_the_cache_manager(models, monkeypatch):
+    """上游 #80：CacheManager 缺 2 页，要向缓存要 2 × page_size 个 token；要成 2 个 token，
+    缓存只逐出一个一页的叶子，页还是不够。"""
+    _one_page_leaves_then_a_long_prompt(models["tiny_qwen3"])
+    evict = RadixPrefixCache.evict
+    monkeypatch.setattr(RadixPrefixCache, "evict", lambda self, size: evict(self, size // 4))
+    with pytest.raises((AssertionError, RuntimeError), match="页.*不够"):  # 逐出之后页仍然不够
+        _one_page_leaves_then_a_long_prompt(models["tiny_qwen3"])
