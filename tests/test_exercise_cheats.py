@@ -499,6 +499,63 @@ def generate_batch(prompts, max_tokens, step, eos_id=None, ignore_eos=None):
         batch = [(i, [outputs[i][-1]], len(prompts[i]) + len(outputs[i]) - 1) for i in range(n)]
     return outputs, sizes
 '''),
+    # ---- 027 按整页匹配和插入的 radix 树
+    Cheat("027_radix_match_insert", "匹配停在节点中间时不切分", '''
+def _match_without_split(self, ids):
+    ids, node, matched, values = list(ids), self.root, 0, []
+    while matched < len(ids):
+        rest = ids[matched:]
+        child = node.children.get(tuple(rest[: self.page_size]))
+        if child is None:
+            break
+        n = 0
+        while n < min(len(child.key), len(rest)) and child.key[n] == rest[n]:
+            n += 1
+        n -= n % self.page_size
+        values, matched = values + child.value[:n], matched + n
+        if n < len(child.key):
+            break
+        node = child
+    return matched, values
+
+
+RadixTree.match = _match_without_split
+''', expect="切成两段"),
+    Cheat("027_radix_match_insert", "新节点直接存调用者的列表（不拷贝）", '''
+def _insert_without_copy(self, ids, values):
+    if len(ids) != len(values):
+        raise ValueError("长度不同")
+    n = len(ids) - len(ids) % self.page_size
+    node, matched = self._walk(list(ids[:n]))
+    if matched < n:
+        whole = matched == 0 and n == len(ids)
+        child = Node(ids if whole else ids[matched:n], values if whole else values[matched:n], node)
+        node.children[tuple(child.key[: self.page_size])] = child
+    return matched
+
+
+RadixTree.insert = _insert_without_copy
+''', expect="拷贝"),
+    Cheat("027_radix_match_insert", "不建树：一个字典记住每个整页前缀", '''
+class RadixTree:
+    def __init__(self, page_size):
+        self.page_size, self.root, self.pages = page_size, Node([], [], None), {}
+
+    def match(self, ids):
+        n, values = 0, []
+        while n + self.page_size <= len(ids) and tuple(ids[: n + self.page_size]) in self.pages:
+            values += self.pages[tuple(ids[: n + self.page_size])]
+            n += self.page_size
+        return n, values
+
+    def insert(self, ids, values):
+        if len(ids) != len(values):
+            raise ValueError("长度不同")
+        cached = self.match(ids)[0]
+        for end in range(cached + self.page_size, len(ids) - len(ids) % self.page_size + 1, self.page_size):
+            self.pages[tuple(ids[:end])] = list(values[end - self.page_size : end])
+        return cached
+''', expect="孩子表"),
 ]
 
 
