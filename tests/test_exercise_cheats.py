@@ -556,6 +556,49 @@ class RadixTree:
             self.pages[tuple(ids[:end])] = list(values[end - self.page_size : end])
         return cached
 ''', expect="孩子表"),
+    # ---- 028 锁计数与 LRU 驱逐
+    Cheat("028_radix_lock_evict", "锁从父节点开始，句柄自己的节点没锁上", '''
+_lock = RadixCache.lock
+
+
+def _lock_from_parent(self, node, unlock=False):
+    if node is not self.root:
+        _lock(self, node.parent, unlock)
+
+
+RadixCache.lock = _lock_from_parent
+''', expect="自己的节点没锁上"),
+    Cheat("028_radix_lock_evict", "先驱逐最近用过的叶子", '''
+def _evict_newest(self, size):
+    if size > self.evictable_size:
+        raise ValueError("不够")
+    evicted = []
+    while len(evicted) < size:
+        leaves, stack = [], list(self.root.children.values())
+        while stack:
+            node = stack.pop()
+            stack.extend(node.children.values())
+            if not node.children and node.ref_count == 0:
+                leaves.append(node)
+        leaf = max(leaves, key=lambda n: n.last_access)
+        del leaf.parent.children[tuple(leaf.key[: self.page_size])]
+        evicted += leaf.value
+        self.evictable_size -= len(leaf.key)
+    return evicted
+
+
+RadixCache.evict = _evict_newest
+''', expect="最久没用"),
+    Cheat("028_radix_lock_evict", "把 size 当成页数（上游 #80 的反面）", '''
+_evict = RadixCache.evict
+
+
+def _evict_pages(self, size):
+    return _evict(self, size // self.page_size)  # 调用者把 token 数当页数传
+
+
+RadixCache.evict = _evict_pages
+''', expect="按 token 计"),
 ]
 
 
