@@ -599,6 +599,70 @@ def _evict_pages(self, size):
 
 RadixCache.evict = _evict_pages
 ''', expect="按 token 计"),
+    # ---- 029 radix 缓存的自检
+    Cheat("029_radix_integrity", "只重新数两个总数", '''
+def check_integrity(cache):
+    evictable = protected = 0
+    stack = list(cache.root.children.values())
+    while stack:
+        node = stack.pop()
+        stack.extend(node.children.values())
+        if node.ref_count == 0:
+            evictable += len(node.key)
+        else:
+            protected += len(node.key)
+    if (evictable, protected) != (cache.evictable_size, cache.protected_size):
+        raise ValueError("记账不符")
+''', expect="孩子们的计数之和"),
+    Cheat("029_radix_integrity", "父节点的计数只和最大的孩子比", '''
+_check = check_integrity
+
+
+def check_integrity(cache):
+    stack = [cache.root]
+    while stack:
+        node = stack.pop()
+        stack.extend(node.children.values())
+        for child in node.children.values():
+            if node is not cache.root and node.ref_count < child.ref_count:
+                raise ValueError("孩子的计数比父节点多")
+    saved = [(n, n.ref_count) for n in _all(cache)]
+    for n, _ in saved:  # 把"之和"那条规矩骗过去：父节点的计数临时抬高到孩子之和
+        n.ref_count = max(n.ref_count, sum(c.ref_count for c in n.children.values()))
+    try:
+        _check(cache)
+    finally:
+        for n, r in saved:
+            n.ref_count = r
+
+
+def _all(cache):
+    out, stack = [], list(cache.root.children.values())
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        stack.extend(node.children.values())
+    return out
+''', expect="孩子们的计数之和"),
+    Cheat("029_radix_integrity", "不查同一个槽位出现两次", '''
+_check = check_integrity
+
+
+def check_integrity(cache):
+    import builtins
+
+    original = builtins.set
+
+    class _Blind(original):  # 让参考答案里的"见过的槽位"永远是空的
+        def intersection(self, *others):
+            return original()
+
+    globals()["set"] = _Blind
+    try:
+        _check(cache)
+    finally:
+        del globals()["set"]
+''', expect="同一页槽位出现在两个节点里"),
 ]
 
 
