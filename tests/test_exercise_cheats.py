@@ -499,6 +499,104 @@ def generate_batch(prompts, max_tokens, step, eos_id=None, ignore_eos=None):
         batch = [(i, [outputs[i][-1]], len(prompts[i]) + len(outputs[i]) - 1) for i in range(n)]
     return outputs, sizes
 '''),
+    # ---- 021 先来先服务的接纳
+    Cheat("021_fcfs_admission", "放不下的请求跳过去，接着试后面的", '''
+def admit(queue, *, free_rows, free_pages, inflight, page_size, token_budget):
+    _check_page_size(page_size)
+    pages_left, admitted = free_pages - inflight, []
+    for i, (prompt_len, max_tokens) in enumerate(queue):
+        worst = _div_ceil(prompt_len + max_tokens - 1, page_size)
+        if free_rows and (not admitted or prompt_len <= token_budget) and worst <= pages_left:
+            admitted.append(i)
+            free_rows, token_budget, pages_left = free_rows - 1, token_budget - prompt_len, pages_left - worst
+    return admitted
+''', expect="插了队"),
+    Cheat("021_fcfs_admission", "只给提示留页（乐观接纳）", '''
+def admit(queue, *, free_rows, free_pages, inflight, page_size, token_budget):
+    _check_page_size(page_size)
+    pages_left, admitted = free_pages - inflight, []
+    for i, (prompt_len, max_tokens) in enumerate(queue):
+        if not free_rows or (admitted and prompt_len > token_budget):
+            break
+        worst = _div_ceil(prompt_len, page_size)
+        if worst > pages_left:
+            break
+        admitted.append(i)
+        free_rows, token_budget, pages_left = free_rows - 1, token_budget - prompt_len, pages_left - worst
+    return admitted
+''', expect="只给提示留了页"),
+    Cheat("021_fcfs_admission", "不管在跑的请求将来要的页", '''
+_admit = admit
+def admit(queue, *, free_rows, free_pages, inflight, page_size, token_budget):
+    return _admit(queue, free_rows=free_rows, free_pages=free_pages, inflight=0, page_size=page_size,
+                  token_budget=token_budget)
+''', expect="没有减去在跑的请求还要的页"),
+    Cheat("021_fcfs_admission", "在跑的请求把最后一个 token 也算进去", '''
+def inflight_pages(running, page_size):
+    _check_page_size(page_size)
+    return sum(_div_ceil(m, page_size) - _div_ceil(c, page_size) for c, m in running)
+''', expect="不进 KV 池"),
+    # ---- 022 静态批处理与连续批处理
+    Cheat("022_batching_steps", "静态批处理也在有空位时接纳（当成连续批处理）", '''
+_continuous = simulate
+def simulate(requests, max_running, continuous):
+    return _continuous(requests, max_running, True)
+''', expect="静态批处理在还有请求在跑的时候接纳了新请求"),
+    Cheat("022_batching_steps", "prefill 的那一步把在跑的请求也带上", '''
+def simulate(requests, max_running, continuous):
+    if max_running < 1 or any(m < 1 for _, m in requests) or len({u for u, _ in requests}) != len(requests):
+        raise ValueError("参数不对")
+    limit, queue, running, steps = dict(requests), [u for u, _ in requests], [], []
+    produced = dict.fromkeys(limit, 0)
+    while queue or running:
+        free = max_running - len(running)
+        if queue and free > 0 and (continuous or not running):
+            new, queue = queue[:free], queue[free:]
+            running = running + new
+            batch = list(running)
+            steps.append(("prefill", batch))
+        else:
+            batch = list(running)
+            steps.append(("decode", batch))
+        for u in batch:
+            produced[u] += 1
+        running = [u for u in running if produced[u] < limit[u]]
+    return steps
+''', expect="prefill 这一步把在跑的请求也放进来了"),
+    Cheat("022_batching_steps", "decode 批按 uid 排序（而不是接纳的先后）", '''
+_admission_order = simulate
+def simulate(requests, max_running, continuous):
+    return [(p, sorted(b) if p == "decode" else b) for p, b in _admission_order(requests, max_running, continuous)]
+''', expect="按接纳的先后排"),
+    Cheat("022_batching_steps", "短的先来（不是先来先服务）", '''
+_fcfs = simulate
+def simulate(requests, max_running, continuous):
+    return _fcfs(sorted(requests, key=lambda r: r[1]), max_running, continuous)
+''', expect="先来先服务"),
+    # ---- 023 token 池的下标
+    Cheat("023_token_pool_indices", "新 token 写在 device_len - 1（覆盖了最后一个输入 token）", '''
+def write_indices(reqs):
+    return (torch.tensor([r[0] for r in reqs], dtype=torch.int64),
+            torch.tensor([r[2] - 1 for r in reqs], dtype=torch.int64))
+''', expect="写在了 device_len - 1"),
+    Cheat("023_token_pool_indices", "最后一个 token 也写在 device_len（不按题目写到 -1）", '''
+def write_indices(reqs):
+    return (torch.tensor([r[0] for r in reqs], dtype=torch.int64),
+            torch.tensor([r[2] for r in reqs], dtype=torch.int64))
+''', expect="它要写到 -1"),
+    Cheat("023_token_pool_indices", "位置从 0 数（忘了 cached_len）", '''
+def input_indices(reqs):
+    lens = [r[2] - r[1] for r in reqs]
+    rows = [r[0] for r, n in zip(reqs, lens) for _ in range(n)]
+    positions = [p for n in lens for p in range(n)]
+    return torch.tensor(rows, dtype=torch.int64), torch.tensor(positions, dtype=torch.int64)
+''', expect="位置从 0 数了"),
+    Cheat("023_token_pool_indices", "每步把整段序列 [0, device_len) 都当输入", '''
+def input_indices(reqs):
+    rows = [r[0] for r in reqs for _ in range(r[2])]
+    positions = [p for r in reqs for p in range(r[2])]
+    return torch.tensor(rows, dtype=torch.int64), torch.tensor(positions, dtype=torch.int64)
+''', expect="形状"),
     # ---- 027 按整页匹配和插入的 radix 树
     Cheat("027_radix_match_insert", "匹配停在节点中间时不切分", '''
 def _match_without_split(self, ids):
