@@ -597,6 +597,116 @@ def input_indices(reqs):
     positions = [p for r in reqs for p in range(r[2])]
     return torch.tensor(rows, dtype=torch.int64), torch.tensor(positions, dtype=torch.int64)
 ''', expect="形状"),
+    # ---- 024 按持有份数管理的页池
+    Cheat("024_page_refcounts", "一还就空闲，不看还剩几份（上游的做法）", '''
+_orig_release = PagePool.release
+def _release(self, pages):
+    self._check_pages(pages)
+    freed = []
+    for page in pages:
+        if self._refs[page] == 0:
+            raise ValueError("放多了")
+        if page not in self._free:
+            self._refs[page] = 0
+            self._free.append(page)
+            freed.append(page)
+    return freed
+PagePool.release = _release
+''', expect="各剩 1 份"),
+    Cheat("024_page_refcounts", "hold 不查空闲页", '''
+def _hold(self, pages):
+    self._check_pages(pages)
+    for page in pages:
+        if self._refs[page] == 0 and page in self._free:
+            self._free.remove(page)
+        self._refs[page] += 1
+PagePool.hold = _hold
+''', expect="里面有空闲页"),
+    Cheat("024_page_refcounts", "alloc 不够时先分了一部分再报错", '''
+def _alloc(self, n):
+    pages = []
+    while len(pages) < n:
+        if not self._free:
+            raise ValueError("不够")
+        page = self._free.pop()
+        self._refs[page] = 1
+        pages.append(page)
+    return pages
+PagePool.alloc = _alloc
+''', expect="应该是 0"),
+    # ---- 025 按最坏情况准入
+    Cheat("025_worst_case_admission", "忘了在跑的请求将来还要的页", '''
+_orig_admit = admit
+def admit(pending, running, **kw):
+    return _orig_admit(pending, [], **kw)
+''', expect="忘了在跑的请求"),
+    Cheat("025_worst_case_admission", "先数后锁", '''
+def admit(pending, running, *, page_size, free_pages, evictable_pages, free_rows, token_budget):
+    _validate(pending, running, page_size, {"free_pages": free_pages, "evictable_pages": evictable_pages,
+              "free_rows": free_rows, "token_budget": token_budget})
+    reserved = sum(_ceil_div(e - 1, page_size) - _ceil_div(s, page_size) for s, e in running)
+    admitted = 0
+    for input_len, max_tokens, cached_len, lock_pages in pending:
+        if admitted == free_rows or (admitted > 0 and input_len - cached_len > token_budget):
+            break
+        worst = _ceil_div(input_len + max_tokens - 1, page_size) - cached_len // page_size
+        if worst + reserved > free_pages + evictable_pages:
+            break
+        evictable_pages -= lock_pages
+        token_budget -= input_len - cached_len
+        reserved += worst
+        admitted += 1
+    return admitted
+''', expect="应该接纳"),
+    Cheat("025_worst_case_admission", "放不下就跳过，接着试后面的", '''
+_orig_admit = admit
+def admit(pending, running, **kw):
+    taken = []
+    for i, req in enumerate(pending):
+        if _orig_admit(taken + [req], running, **kw) == len(taken) + 1:
+            taken.append(req)
+    return len(taken)
+''', expect="应该接纳"),
+    # ---- 026 把算好的前缀交给缓存
+    Cheat("026_cache_req_ownership", "缓存里已经有的重复页当场还掉（上游的做法）", '''
+def cache_req(pool, cache, row_pages, tokens, cached_len, *, page_size, finished):
+    if not 0 <= cached_len <= len(tokens) or cached_len > len(row_pages) * page_size:
+        raise ValueError("参数不对")
+    n = cached_len // page_size
+    borrowed = 0  # 借来的页缓存也持有，份数 ≥ 2
+    while borrowed < n and pool.refs[row_pages[borrowed]] >= 2:
+        borrowed += 1
+    already = cache.insert(list(tokens[:n * page_size]), list(row_pages[:n]))
+    pool.hold(list(row_pages[already:n]))
+    if finished:
+        pool.release(list(row_pages))
+    else:
+        pool.release(list(row_pages[borrowed:already]))  # 上游：重复的页当场还回空闲页
+    return n * page_size
+''', expect="只归 B 的行"),
+    Cheat("026_cache_req_ownership", "原来就在缓存里的页也让缓存加一份", '''
+_orig_cache_req = cache_req
+def cache_req(pool, cache, row_pages, tokens, cached_len, *, page_size, finished):
+    if not 0 <= cached_len <= len(tokens) or cached_len > len(row_pages) * page_size:
+        raise ValueError("参数不对")
+    n = cached_len // page_size
+    cache.insert(list(tokens[:n * page_size]), list(row_pages[:n]))
+    pool.hold(list(row_pages[:n]))
+    if finished:
+        pool.release(list(row_pages))
+    return n * page_size
+''', expect="持有份数"),
+    Cheat("026_cache_req_ownership", "不满一页的尾巴也交给缓存", '''
+def cache_req(pool, cache, row_pages, tokens, cached_len, *, page_size, finished):
+    if not 0 <= cached_len <= len(tokens) or cached_len > len(row_pages) * page_size:
+        raise ValueError("参数不对")
+    n = -(-cached_len // page_size)
+    already = cache.insert(list(tokens[:cached_len]), list(row_pages[:n]))
+    pool.hold(list(row_pages[already:n]))
+    if finished:
+        pool.release(list(row_pages))
+    return cached_len
+''', expect="只收整页"),
     # ---- 027 按整页匹配和插入的 radix 树
     Cheat("027_radix_match_insert", "匹配停在节点中间时不切分", '''
 def _match_without_split(self, ids):

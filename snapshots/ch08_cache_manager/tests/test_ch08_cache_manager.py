@@ -392,7 +392,7 @@ def models():
 
 
 @pytest.mark.parametrize("name,page_size", [("tiny_qwen3", 1), ("tiny_qwen3", 4), ("smollm2", 4)])
-def test_small_pool_admits_by_worst_case_and_output_equals_hf(models, name, page_size):
+def test_llm_small_pool_admits_by_worst_case_and_output_equals_hf(models, name, page_size):
     from minibook.hf import hf_greedy
     from minisgl.llm import LLM
 
@@ -414,7 +414,7 @@ def test_small_pool_admits_by_worst_case_and_output_equals_hf(models, name, page
     llm.shutdown()
 
 
-def test_running_requests_keep_their_reservation(models):
+def test_llm_running_requests_keep_their_reservation(models):
     """第二个请求的提示现在就放得下，但它最坏要的页加上第一个请求还要的页放不下：等。"""
     from minisgl.llm import LLM
 
@@ -427,7 +427,7 @@ def test_running_requests_keep_their_reservation(models):
     llm.shutdown()
 
 
-def test_shared_prefixes_are_computed_once_and_output_equals_hf(models, dict_cache_type):
+def test_llm_shared_prefixes_are_computed_once_and_output_equals_hf(models, dict_cache_type):
     """用测试里的 DictPrefixCache：命中的页被新请求借用，输出仍与 HF 一致；池小到要逐出。"""
     from minibook.hf import hf_greedy
     from minisgl.llm import LLM
@@ -449,7 +449,7 @@ def test_shared_prefixes_are_computed_once_and_output_equals_hf(models, dict_cac
     llm.shutdown()
 
 
-def test_dropping_one_free_is_caught_when_the_scheduler_goes_idle(models, monkeypatch):
+def test_llm_dropping_one_free_is_caught_when_the_scheduler_goes_idle(models, monkeypatch):
     from minisgl.llm import LLM
 
     llm = LLM(models["tiny_qwen3"], max_running_req=2, page_size=2, num_page_override=16,
@@ -462,7 +462,7 @@ def test_dropping_one_free_is_caught_when_the_scheduler_goes_idle(models, monkey
     llm.shutdown()
 
 
-def test_abort_of_a_running_request_returns_its_pages(models):
+def test_llm_abort_of_a_running_request_returns_its_pages(models):
     from minisgl.llm import LLM
 
     llm = LLM(models["tiny_qwen3"], max_running_req=2, page_size=4, num_page_override=16,
