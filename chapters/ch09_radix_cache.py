@@ -167,7 +167,7 @@ listing("minisgl/kvcache/radix_cache.py", "RadixPrefixCache.insert_prefix")
 listing("minisgl/kvcache/radix_cache.py", "RadixPrefixCache.lock_handle")
 
 # %% [markdown]
-# 上游有一版从 `handle.node.parent` 开始加，句柄自己的节点没锁上。让这个错误版本在屏幕上出错：锁住一个指向叶子的句柄，再把"能驱逐的"全部驱逐。
+# 上游修过这样一个错误：加锁、解锁都跳过了句柄自己的节点。让这个错误的版本在屏幕上出错：锁住一个指向叶子的句柄，再把"能驱逐的"全部驱逐。
 
 # %%
 from minisgl.kvcache.radix_cache import RadixCacheHandle
@@ -197,7 +197,7 @@ assert evicted.tolist() == [13, 14]  # 错误的版本把请求正在读的 [4 5
 #
 # ??? note "深入：第 8 章的页引用计数让这个错误不至于写坏 K/V"
 #
-#     第 8 章的 `CacheManager` 里，请求的行对借来的每一页各持有一份（`allocator.share_prefix`），缓存对它存下的每一页也持有一份；页只在最后一份持有被放下时才回到空闲栈。所以即使锁漏掉了一个节点，驱逐也只是放下缓存那一份，页仍被请求的行持有，不会被别人覆盖——错误退化成"缓存少了一段、下一个请求少命中一些"。`check_integrity` 在空闲时会发现两边对不上。锁仍然要锁对：`available_size` 按 `evictable_size` 算能腾出多少页，锁漏了，准入就会多估。
+#     第 8 章的 `CacheManager` 里，请求的行对借来的每一页各持有一份（`allocator.share_prefix`），缓存对它存下的每一页也持有一份；页只在最后一份持有被放下时才回到空闲栈。所以即使锁漏掉了一个节点，驱逐也只是放下缓存那一份，页仍被请求的行持有，不会被别人覆盖——错误退化成"缓存少了一段、下一个请求少命中一些"。锁仍然要锁对：`available_size` 按 `evictable_size` 算能腾出多少页，锁漏了，正在用的那段也被算成能腾出的页，准入会多估，到分配时才发现页不够。
 
 # %% [markdown]
 # ## 驱逐：最久没用的空闲叶子，按 token 计
@@ -293,7 +293,7 @@ for budget, llm in together.items():
 assert together[8192].computed_tokens == naive.computed_tokens  # 同一批：一个 token 也没省
 
 # %% [markdown]
-# 一批全收：radix 和 naive 一样，算了 1687 个。把 [token 预算](../glossary.md#token-budget)压到 256，第一批只放得下第一个请求，它的前缀在这一步之后进了树，第二批的 7 个请求就全都命中。真实的服务里请求陆续到达，这个问题没那么严重；但一大批同时到达的相同前缀，要么像这样分两批，要么在接纳时先识别出批内的公共前缀（上游 SGLang 的调度策略里有按前缀分组的做法），这一章不做。
+# 一批全收：radix 和 naive 一样，算了 1687 个。把 [token 预算](../glossary.md#token-budget)压到 256，第一批只放得下第一个请求，它的前缀在这一步之后进了树，第二批的 7 个请求就全都命中。真实的服务里请求陆续到达，这个问题没那么严重；但一大批同时到达的相同前缀，要么像这样分两批，要么在接纳时识别出批内共享前缀的请求、把后来者推迟一批（SGLang 的调度策略里有这样的检查），这一章不做。
 #
 # ### 多轮对话：首 token 时间不再随轮数增长
 #
@@ -349,7 +349,7 @@ workload = [systems[s] + [rng.randrange(1000, 20000) for _ in range(20)] for s i
 rng.shuffle(workload)
 total = sum(map(len, workload))
 best = sum(120 * 5 for _ in systems)  # 每段系统提示第一次出现时必然不命中
-pool_sizes = [160, 256, 384, 512, 640, 768, 1024]
+pool_sizes = [160, 384, 512, 640, 768, 1024]
 hit_rates = []
 for pages in pool_sizes:
     llm = MeteredLLM(path, max_running_req=2, num_page_override=pages, max_seq_len_override=160)
@@ -416,7 +416,7 @@ with contextlib.redirect_stdout(buffer):
 Markdown(buffer.getvalue())
 
 # %% [markdown]
-# 共享系统提示：radix 每个问题只算十来个 token，首 token 时间降到 naive 的几分之一，但降不到零——每一步前向还有固定的开销（30 层、每层一次注意力元数据和几十个算子的调度）。多轮对话：naive 的首 token 时间随提示变长一路上升，radix 每轮只算 49 个 token，基本持平。
+# 共享系统提示：radix 每个问题只算十来个 token，首 token 时间降到 naive 的几分之一，但降不到零——每一步前向还有与 token 数无关的开销：30 层、每层几十个算子的调度，以及准备这一步的元数据。多轮对话：naive 的首 token 时间随提示变长一路上升，radix 每轮只算 49 个 token，基本持平。
 #
 # ## 与上游的差异
 #
