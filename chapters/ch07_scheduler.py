@@ -14,7 +14,7 @@
 # %% [markdown]
 # # 第 7 章 调度器骨架与离线接口
 #
-# 第 6 章的迷你调度器把所有请求一次 prefill，然后陪最慢的那个跑到底：先结束的请求空出来的位置一直空着，后来的请求也无处可去。这一章写真正的[调度器](../glossary.md#scheduler)：请求先排队，每一步重新决定这一步算谁——有空位、页够就把队首的请求接进来，否则让在跑的请求各 decode 一个 token。我们按上游的骨架写出 `Scheduler` 的一步、管排队的 `PrefillManager`、管在跑请求的 `DecodeManager`，以及离线接口 `LLM.generate`。同样 8 个请求，[连续批处理](../glossary.md#continuous-batching)比[静态批处理](../glossary.md#static-batching)少用四成多的步数，输出一个 token 都不变，无论怎么调度都与 Hugging Face 逐 token 相同。
+# 第 6 章的迷你调度器把所有请求一次 prefill，然后陪最慢的那个跑到底：先结束的请求空出来的位置一直空着，后来的请求也无处可去。这一章写真正的[调度器](../glossary.md#scheduler)：请求先排队，每一步重新决定这一步算谁——有空位、页够就把队首的请求接进来，否则让在跑的请求各 decode 一个 token。我们按上游的骨架写出 `Scheduler` 的一步、管排队的 `PrefillManager`、管在跑请求的 `DecodeManager`，以及[离线接口](../glossary.md#offline-api) `LLM.generate`。同样 8 个请求，[连续批处理](../glossary.md#continuous-batching)比[静态批处理](../glossary.md#static-batching)少用四成多的步数，输出一个 token 都不变，无论怎么调度都与 Hugging Face 逐 token 相同。
 
 # %% tags=["remove-cell"]
 from minibook.page import *
@@ -235,7 +235,7 @@ listing("minisgl/scheduler/scheduler.py", "Scheduler._prepare_batch")
 listing("minisgl/scheduler/scheduler.py", "Scheduler._forward")
 
 # %% [markdown]
-# 最后一行把刚发射的请求交给 `DecodeManager`：prefill 完的请求从此进入 decode 批，`can_decode` 为假（已经到 `max_tokens`）的离开。看一个 prefill 批的两组下标：
+# 倒数第二行把刚发射的请求交给 `DecodeManager`：prefill 完的请求从此进入 decode 批，`can_decode` 为假（已经到 `max_tokens`）的离开。看一个 prefill 批的两组下标：
 
 # %%
 llm = LLM(tiny_qwen3(), max_running_req=4, page_size=4, num_page_override=16, max_seq_len_override=16)

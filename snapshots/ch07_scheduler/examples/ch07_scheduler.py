@@ -17,7 +17,7 @@ from minisgl.llm import LLM
 
 TEXTS = ["The capital of France is", "Once upon a time,", "def fibonacci(n):",
          "Water boils at a temperature of", "The three primary colors are"]
-MAX_TOKENS = [12, 6, 20, 3, 9]
+MAX_TOKENS = [10, 6, 14, 3, 8]
 
 
 def compare_with_hf(llm: LLM, path) -> None:
@@ -46,12 +46,12 @@ def stop_at_eos_and_refuse_too_long(llm: LLM, path) -> None:
     chat = list(llm.tokenizer.apply_chat_template(
         [{"role": "user", "content": "What is the capital of France?"}],
         add_generation_prompt=True, tokenize=True, return_dict=False))
-    out = llm.generate([chat], SamplingParams(max_tokens=24))[0]
-    ref = hf_greedy(path, chat, 24)  # HF 这边不看 EOS，生成满 24 个
+    out = llm.generate([chat], SamplingParams(max_tokens=12))[0]
+    ref = hf_greedy(path, chat, 12)  # HF 这边不看 EOS，生成满 12 个
     cut = ref.index(llm.eos_token_id) if llm.eos_token_id in ref else len(ref)
     assert out["token_ids"] == ref[:cut]
     print(f"  聊天提示 → {out['text']!r}：{len(out['token_ids'])} 个 token 就停了"
-          f"（max_tokens=24），HF 输出的第 {cut + 1} 个 token 是 EOS")
+          f"（max_tokens=12），HF 输出的第 {cut + 1} 个 token 是 EOS")
     # 太长的提示：整批在门口拒绝，指明第几个；一个请求都没有排进去
     try:
         llm.generate(["Hi", list(range(100, 160))], SamplingParams(max_tokens=8))
