@@ -74,12 +74,14 @@ class CacheManager:
     def allocate_paged(self, reqs: Sequence[Req]) -> torch.Tensor:
         """给每个请求的位置 [cached_len, device_len) 分配槽位，返回 out_loc。
 
-        空闲页不够时先从前缀缓存逐出差额。准入时预留过最坏情况，所以逐出之后一定够。
+        空闲页不够时先从前缀缓存逐出差额。准入时预留过最坏情况，所以逐出之后一定够；
+        万一不够（准入的账算错了），alloc_slots 抛 OutOfPagesError，页表不变。
         """
         needed = sum(self.allocator.pages_needed(r.cached_len, r.device_len) for r in reqs)
         short = needed - self.allocator.num_free_pages
         if short > 0:
-            self._evict(short)
+            evictable = self.prefix_cache.size_info.evictable_size // self.page_size
+            self._evict(min(short, evictable))
         return self.allocator.alloc_slots(reqs)
 
     def cache_req(self, req: Req, *, finished: bool) -> None:
@@ -145,10 +147,11 @@ class CacheManager:
 
     def _evict(self, num_pages: int) -> None:
         """让前缀缓存逐出至少 num_pages 页，放下缓存对它们的那一份持有。"""
+        free_before = self.allocator.num_free_pages
         evicted = self._slots_to_pages(self.prefix_cache.evict(num_pages * self.page_size))
         self.allocator.free_pages(evicted)
-        # 被逐出的页只被缓存持有（锁住的才会被行借用），所以这里它们都回到了空闲栈
-        assert self.allocator.num_free_pages >= num_pages, "逐出之后空闲页仍然不够"
+        # 没锁住的页没有行在借用（借用的都锁着），所以缓存一放下，它们就回到了空闲栈
+        assert self.allocator.num_free_pages >= free_before + num_pages, "逐出的页还有别人持有"
 
     def _pages_to_slots(self, pages: Sequence[int]) -> torch.Tensor:
         ps = self.page_size
