@@ -481,8 +481,17 @@ def _one_page_leaves_then_a_long_prompt(path) -> None:
 def test_regression_eviction_in_tokens_through_the_cache_manager(models, monkeypatch):
     """上游 #80：CacheManager 缺 2 页，要向缓存要 2 × page_size 个 token；要成 2 个 token，
     缓存只逐出一个一页的叶子，页还是不够。"""
-    _one_page_leaves_then_a_long_prompt(models["tiny_qwen3"])
+    calls = []
     evict = RadixPrefixCache.evict
+
+    def recording(self, size):
+        out = evict(self, size)
+        calls.append((size, len(out)))
+        return out
+
+    monkeypatch.setattr(RadixPrefixCache, "evict", recording)
+    _one_page_leaves_then_a_long_prompt(models["tiny_qwen3"])
+    assert calls == [(8, 8)]  # 缺 2 页 = 8 个 token，逐出两个一页的叶子
     monkeypatch.setattr(RadixPrefixCache, "evict", lambda self, size: evict(self, size // 4))
-    with pytest.raises((AssertionError, RuntimeError), match="页.*不够"):  # 逐出之后页仍然不够
+    with pytest.raises((AssertionError, RuntimeError)):  # 页数当 token 数：逐出一页，分配失败
         _one_page_leaves_then_a_long_prompt(models["tiny_qwen3"])
