@@ -764,7 +764,7 @@ class RadixTree:
             self.pages[tuple(ids[:end])] = list(values[end - self.page_size : end])
         return cached
 ''', expect="孩子表"),
-    # ---- 028 锁计数与 LRU 驱逐
+    # ---- 028 锁计数与 LRU 逐出
     Cheat("028_radix_lock_evict", "锁从父节点开始，句柄自己的节点没锁上", '''
 _lock = RadixCache.lock
 
@@ -776,7 +776,7 @@ def _lock_from_parent(self, node, unlock=False):
 
 RadixCache.lock = _lock_from_parent
 ''', expect="自己的节点没锁上"),
-    Cheat("028_radix_lock_evict", "先驱逐最近用过的叶子", '''
+    Cheat("028_radix_lock_evict", "先逐出最近用过的叶子", '''
 def _evict_newest(self, size):
     if size > self.evictable_size:
         raise ValueError("不够")

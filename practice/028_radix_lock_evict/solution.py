@@ -1,4 +1,4 @@
-"""练习 028 · 锁计数与 LRU 驱逐 —— 参考答案。"""
+"""练习 028 · 锁计数与 LRU 逐出 —— 参考答案。"""
 
 from __future__ import annotations
 
@@ -90,9 +90,9 @@ class RadixCache:
             node = node.parent
 
     def evict(self, size: int) -> list[int]:
-        """驱逐至少 size 个 token：每次拿走最久没访问、没被锁住的叶子，返回被驱逐的槽位。"""
+        """逐出至少 size 个 token：每次拿走最久没访问、没被锁住的叶子，返回被逐出的槽位。"""
         if size > self.evictable_size:
-            raise ValueError(f"要驱逐 {size} 个 token，只有 {self.evictable_size} 个可以驱逐")
+            raise ValueError(f"要逐出 {size} 个 token，只有 {self.evictable_size} 个可以逐出")
         candidates, stack = [], list(self.root.children.values())
         while stack:
             node = stack.pop()

@@ -1,7 +1,7 @@
-"""练习 028 · 锁计数与 LRU 驱逐（第 9 章 Radix Cache）
+"""练习 028 · 锁计数与 LRU 逐出（第 9 章 Radix Cache）
 
 把 `raise NotImplementedError` 换成你的实现，然后评测。要求和提示见这道题的题面。
-树的匹配、插入、切分已经写好（和练习 027 一样，外加引用计数和访问时刻）。
+树的匹配、插入、切分已经写好（和练习 027 一样，外加锁计数和访问时刻）。
 """
 
 from __future__ import annotations
@@ -81,5 +81,5 @@ class RadixCache:
         raise NotImplementedError
 
     def evict(self, size: int) -> list[int]:
-        """驱逐至少 size 个 token：每次拿走最久没访问、没被锁住的叶子，返回被驱逐的槽位。"""
+        """逐出至少 size 个 token：每次拿走最久没访问、没被锁住的叶子，返回被逐出的槽位。"""
         raise NotImplementedError

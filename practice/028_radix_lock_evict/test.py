@@ -1,5 +1,5 @@
 """练习 028 的评测：几个写好的场景（锁从句柄自己的节点开始、LRU 顺序、按 token 计数、父节点变成叶子），
-再是随机的插入 / 匹配 / 加锁 / 解锁 / 驱逐序列，和一个不建树、一页一页记账的参考比较。
+再是随机的插入 / 匹配 / 加锁 / 解锁 / 逐出序列，和一个不建树、一页一页记账的参考比较。
 
 用法：python test.py 要评测的文件.py   （judge.py 会替你做）
 """
@@ -58,7 +58,7 @@ def check_lru_and_tokens(RadixCache) -> None:
         cache.insert([first, 0, 0, 0], slots_of(cache, 100 + 4 * first, 4))
     got = cache.evict(5)
     check_int_list(got, "evict(5) 的返回值")
-    check_equal(len(got), 8, "page_size=4、4 个一页大的叶子时 evict(5) 驱逐的槽位数"
+    check_equal(len(got), 8, "page_size=4、4 个一页大的叶子时 evict(5) 逐出的槽位数"
                 "（size 按 token 计：一页 4 个不够 5 个，要两页）")
 
     cache = RadixCache(1)
@@ -180,20 +180,20 @@ def random_run(RadixCache, rng: random.Random) -> None:
             log.append(f"evict({size})")
             got = cache.evict(size)
             check_int_list(got, f"{context()} 里 evict 的返回值")
-            check(len(got) >= size, f"{context()}\n  evict({size}) 只驱逐了 {len(got)} 个 token：至少要 {size} 个")
+            check(len(got) >= size, f"{context()}\n  evict({size}) 只逐出了 {len(got)} 个 token：至少要 {size} 个")
             owner = {s: p for p, vals in ref.pages.items() for s in vals}
             for s in got:
                 check(s in owner, f"{context()}\n  evict 返回了槽位 {s}：它不在缓存里（或者返回了两次）")
                 p = owner.pop(s)
-                check(ref.locks[p] == 0, f"{context()}\n  evict 驱逐了被锁住的前缀 {short(list(p))}")
+                check(ref.locks[p] == 0, f"{context()}\n  evict 逐出了被锁住的前缀 {short(list(p))}")
             evicted = {p for p, vals in ref.pages.items() for s in vals if s in set(got)}
             lru = ref.evict_lru(size)
             early = [p for p, _ in lru if p not in evicted]
             check(not early, f"{context()}\n  evict({size}) 没按最久没用的顺序：前缀 {short(list(early[0]) if early else [])}"
-                             " 比你驱逐的更久没被访问，应该先走（每次拿走 last_access 最小的、没锁住的叶子）")
+                             " 比你逐出的更久没被访问，应该先走（每次拿走 last_access 最小的、没锁住的叶子）")
             for p in evicted - {p for p, _ in lru}:  # 叶子整个走，多出来的页和参考最后拿走的那页同属一个节点
                 check(ref.access[p] == lru[-1][1],
-                      f"{context()}\n  evict({size}) 驱逐得太多：前缀 {short(list(p))} 不必走（够 {size} 个 token 就停）")
+                      f"{context()}\n  evict({size}) 逐出得太多：前缀 {short(list(p))} 不必走（够 {size} 个 token 就停）")
                 ref.remove(p)
         else:
             continue

@@ -49,7 +49,7 @@ def check_integrity(cache: Cache) -> None:
                 raise ValueError(f"{where}：槽位 {sorted(seen.intersection(child.value))} 在树里出现了两次")
             seen.update(child.value)
             if child.ref_count < 0:
-                raise ValueError(f"{where}：引用计数是负数 {child.ref_count}")
+                raise ValueError(f"{where}：锁计数是负数 {child.ref_count}")
             if child.ref_count == 0:
                 evictable += len(child.key)
             else:
@@ -58,7 +58,7 @@ def check_integrity(cache: Cache) -> None:
             stack.append((child, prefix + tuple(child.key)))
         # 锁一个句柄，路径上每个节点都 +1：父节点的计数不少于孩子们的计数之和（根不计数）
         if node is not cache.root and node.ref_count < below:
-            raise ValueError(f"前缀 {list(prefix)} 处的节点：引用计数 {node.ref_count} 小于孩子们的计数之和 {below}")
+            raise ValueError(f"前缀 {list(prefix)} 处的节点：锁计数 {node.ref_count} 小于孩子们的计数之和 {below}")
     if (evictable, protected) != (cache.evictable_size, cache.protected_size):
-        raise ValueError(f"记账不符：数出可驱逐 {evictable}、受保护 {protected}，"
+        raise ValueError(f"记账不符：数出可逐出 {evictable}、受保护 {protected}，"
                          f"记录是 {cache.evictable_size}、{cache.protected_size}")

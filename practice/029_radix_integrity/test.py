@@ -1,4 +1,4 @@
-"""练习 029 的评测：随机造出合法的树（插入、切分、加锁、驱逐之后），自检必须安静地通过；
+"""练习 029 的评测：随机造出合法的树（插入、切分、加锁、逐出之后），自检必须安静地通过；
 再对树做十一种破坏，每一种都必须抛 ValueError。
 
 造树用的是这里自己的一份小实现（节点只要有 key / value / parent / children / ref_count 这几个属性）。
@@ -227,8 +227,8 @@ def page_not_contiguous(cache, rng):
 DAMAGES = [
     ("evictable_size 多记了一页", bump_evictable),
     ("protected_size 多记了一页", bump_protected),
-    ("孩子的引用计数比父节点多（两个总数已经跟着改对）", child_locked_more),
-    ("引用计数是负数", negative_ref),
+    ("孩子的锁计数比父节点多（两个总数已经跟着改对）", child_locked_more),
+    ("锁计数是负数", negative_ref),
     ("value 比 key 短一个", value_shorter),
     ("一个叶子只剩半页（两个总数已经跟着改对）", half_page),
     ("孩子表里的键不是孩子的第一页", wrong_child_key),

@@ -91,7 +91,7 @@ def test_evict_errors_and_zero():
     assert cache.evict(0).numel() == 0
     cache.insert_prefix(ids(1, 2), ids(4, 5))
     cache.lock_handle(handle_of(cache, ids(1, 2)))
-    with pytest.raises(RuntimeError, match="只有 0 个可以驱逐"):
+    with pytest.raises(RuntimeError, match="只有 0 个可以逐出"):
         cache.evict(1)
 
 
@@ -134,7 +134,7 @@ def test_regression_match_returns_the_matched_node_not_the_root():
 
 
 def _lock_protects(cache: RadixPrefixCache, pages: Pages) -> None:
-    """锁住一个指向叶子的句柄后，把能驱逐的全驱逐掉，句柄的槽位必须还在树里。"""
+    """锁住一个指向叶子的句柄后，把能逐出的全逐出掉，句柄的槽位必须还在树里。"""
     slots = pages.slots(4)
     cache.insert_prefix(ids(7, 7, 7, 7), slots)
     h = handle_of(cache, ids(7, 7, 7, 7))
@@ -190,7 +190,7 @@ def test_regression_insert_stores_a_copy_of_the_page_table_row():
 
 
 def test_regression_evict_counts_tokens_not_pages():
-    """上游 #80：页大小 > 1 时，按页数去驱逐（把页数当 token 数）会驱逐得太少。
+    """上游 #80：页大小 > 1 时，按页数去逐出（把页数当 token 数）会逐出得太少。
 
     evict 的参数和返回都按 token 计：要 5 个 token 就得到至少 5 个，而且是整页。
     """
@@ -279,7 +279,7 @@ class Reference:
         return not any(len(q) == len(p) + self.ps and q[: len(p)] == p for q in self.pages)
 
     def evict_pages_lru(self, size: int) -> list[tuple[tuple[int, ...], int]]:
-        """一页一页地驱逐：每次拿走最久没访问、没锁住的叶子页，直到够 size 个 token。
+        """一页一页地逐出：每次拿走最久没访问、没锁住的叶子页，直到够 size 个 token。
 
         叶子页的访问时刻两两不同（同一时刻访问的页在同一条路径上），所以顺序是唯一的。
         返回 [(前缀, 访问时刻)]。
@@ -340,11 +340,11 @@ def test_random_operations_agree_with_a_plain_reference(page_size, ops):
             out = cache.evict(size).tolist()
             assert len(out) >= size and len(out) % page_size == 0
             slot_to_prefix = {s: p for p, sl in ref.pages.items() for s in sl}
-            evicted = {slot_to_prefix[s] for s in out}  # KeyError = 驱逐了不存在的槽位
+            evicted = {slot_to_prefix[s] for s in out}  # KeyError = 逐出了不存在的槽位
             assert len(evicted) * page_size == len(out)
             lru = ref.evict_pages_lru(size)
-            assert {p for p, _ in lru} <= evicted, "没有按最久未用的顺序驱逐"
-            # radix 按节点整个驱逐，可能多走几页：它们和参考最后拿走的那页在同一个节点里，
+            assert {p for p, _ in lru} <= evicted, "没有按最久未用的顺序逐出"
+            # radix 按节点整个逐出，可能多走几页：它们和参考最后拿走的那页在同一个节点里，
             # 访问时刻相同、没被锁住；拿走之后剩下的前缀仍然一页接一页连着
             extra = evicted - {p for p, _ in lru}
             for p in extra:

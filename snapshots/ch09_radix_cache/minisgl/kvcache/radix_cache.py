@@ -7,9 +7,9 @@
 几条规矩（check_integrity 逐条检查）：
 
 - 同一个父节点下，孩子们第一页的 token 两两不同，孩子按第一页查找；
-- 引用计数 ref_count = 有几个被锁住的句柄经过这个节点；ref_count 为 0 的节点可以被驱逐，
+- 锁计数 ref_count = 有几个被锁住的句柄经过这个节点；ref_count 为 0 的节点可以被逐出，
   它的长度记在 evictable_size 里，否则记在 protected_size 里；
-- 只驱逐叶子：中间节点被驱逐，它下面的前缀就断了。
+- 只逐出叶子：中间节点被逐出，它下面的前缀就断了。
 
 key 的比较在 CPU 上用 Python 列表做；value 是 CPU 上的 int32 张量（记账都在 CPU 上，和
 PageAllocator 一样），树里存的是自己的拷贝。
@@ -29,7 +29,7 @@ from .base import BaseCacheHandle, BasePrefixCache, InsertResult, MatchResult, S
 class RadixTreeNode:
     """树上的一个节点：一段 token（key）和它们的槽位（value），长度相同、是页大小的整数倍。"""
 
-    _serial = count()  # 给每个节点一个编号：时间戳相同时按编号排，驱逐顺序因此是确定的
+    _serial = count()  # 给每个节点一个编号：时间戳相同时按编号排，逐出顺序因此是确定的
 
     def __init__(self, key: list[int], value: torch.Tensor, parent: RadixTreeNode | None,
                  last_access: int) -> None:
@@ -63,7 +63,7 @@ class RadixCacheHandle(BaseCacheHandle):
     node: RadixTreeNode
 
     def get_matched_indices(self) -> torch.Tensor:
-        """从根到 node 沿路的槽位拼起来。只有锁住的句柄才保证这些槽位还没被驱逐。"""
+        """从根到 node 沿路的槽位拼起来。只有锁住的句柄才保证这些槽位还没被逐出。"""
         parts, node = [], self.node
         while not node.is_root():
             parts.append(node.value)
@@ -122,8 +122,8 @@ class RadixPrefixCache(BasePrefixCache):
     def lock_handle(self, handle: BaseCacheHandle, unlock: bool = False) -> None:
         """锁住（或解锁）从 handle.node 到根的每个节点——包括 handle.node 自己。
 
-        锁不改树的形状，只把长度在 evictable 和 protected 之间挪：引用计数从 0 变 1 的节点
-        不能再被驱逐，从 1 变 0 的节点重新可以被驱逐。
+        锁不改树的形状，只把长度在 evictable 和 protected 之间挪：锁计数从 0 变 1 的节点
+        不能再被逐出，从 1 变 0 的节点重新可以被逐出。
         """
         assert isinstance(handle, RadixCacheHandle)
         node = handle.node
@@ -141,18 +141,18 @@ class RadixPrefixCache(BasePrefixCache):
                 node.ref_count += 1
             node = node.parent
 
-    # ------------------------------------------------------------------ 驱逐
+    # ------------------------------------------------------------------ 逐出
 
     def evict(self, size: int) -> torch.Tensor:
-        """驱逐至少 size 个 token（最久没用的、没被锁住的叶子先走），返回它们的槽位。
+        """逐出至少 size 个 token（最久没用的、没被锁住的叶子先走），返回它们的槽位。
 
-        size 按 token 计，不是按页；返回的槽位数是整页，可能比 size 多（叶子整个驱逐）。
+        size 按 token 计，不是按页；返回的槽位数是整页，可能比 size 多（叶子整个逐出）。
         """
         if size <= 0:
             return self.root.value
         if size > self.evictable_size:
             raise RuntimeError(
-                f"要驱逐 {size} 个 token，但只有 {self.evictable_size} 个可以驱逐"
+                f"要逐出 {size} 个 token，但只有 {self.evictable_size} 个可以逐出"
                 f"（另有 {self.protected_size} 个被锁住）"
             )
         heap = [(n.last_access, n.id, n) for n in self._nodes() if n.is_leaf() and n.ref_count == 0]
@@ -201,18 +201,18 @@ class RadixPrefixCache(BasePrefixCache):
                 _fail(f"{where}的槽位在树里出现了两次：{sorted(seen_slots.intersection(slots))[:8]}")
             seen_slots.update(slots)
             if node.ref_count < 0:
-                _fail(f"{where}的引用计数是负数：{node.ref_count}")
+                _fail(f"{where}的锁计数是负数：{node.ref_count}")
             # 锁住一个句柄，路径上每个节点都 +1，所以父节点的计数不少于孩子们的计数之和
             below = sum(c.ref_count for c in node.children.values())
             if node.ref_count < below:
-                _fail(f"{where}的引用计数 {node.ref_count} 小于孩子们的计数之和 {below}")
+                _fail(f"{where}的锁计数 {node.ref_count} 小于孩子们的计数之和 {below}")
             if node.ref_count == 0:
                 evictable += node.length
             else:
                 protected += node.length
         if (evictable, protected) != (self.evictable_size, self.protected_size):
             _fail(
-                f"记账不符：树里数出可驱逐 {evictable}、受保护 {protected} 个 token，"
+                f"记账不符：树里数出可逐出 {evictable}、受保护 {protected} 个 token，"
                 f"记录是 {self.evictable_size} 和 {self.protected_size}"
             )
 
@@ -252,7 +252,7 @@ class RadixPrefixCache(BasePrefixCache):
     def _split(self, node: RadixTreeNode, n: int) -> RadixTreeNode:
         """把 node 切成 [前 n 个 token] → [其余]，返回新的前半段。
 
-        原来的 node 对象留作后半段：指向它的句柄仍然代表整条路径。前半段的引用计数和后半段
+        原来的 node 对象留作后半段：指向它的句柄仍然代表整条路径。前半段的锁计数和后半段
         相同（经过后半段的锁都经过前半段），所以 evictable/protected 的大小都不变。
         """
         assert 0 < n < node.length and n % self.page_size == 0
