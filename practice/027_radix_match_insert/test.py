@@ -13,7 +13,16 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # 找到 practice/judgekit.py
-from judgekit import check, check_equal, check_int_list, check_raises, check_type, main, require, short
+from judgekit import (
+    check,
+    check_equal,
+    check_int_list,
+    check_raises,
+    check_type,
+    main,
+    require,
+    short,
+)
 
 SEED = 2027
 

@@ -11,7 +11,15 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # 找到 practice/judgekit.py
-from judgekit import check, check_equal, check_int_list, check_raises, main, require, short
+from judgekit import (
+    check,
+    check_equal,
+    check_int_list,
+    check_raises,
+    main,
+    require,
+    short,
+)
 
 SEED = 2028
 
@@ -150,7 +158,7 @@ def random_run(RadixCache, rng: random.Random) -> None:
     for _ in range(rng.randint(1, 40)):
         kind = rng.choice(["insert", "match", "match_lock", "insert_lock", "unlock", "evict", "evict"])
         seq = rng.choice(BASES)[: rng.randint(0, 12)] + [rng.randrange(3) for _ in range(rng.randint(0, 3))]
-        context = lambda: f"RadixCache({ps}) 依次执行 " + "; ".join(log[-6:])  # noqa: E731
+        context = lambda: f"RadixCache({ps}) 依次执行 " + "; ".join(log[-6:])
         if kind in ("insert", "insert_lock"):
             values = list(range(next_slot, next_slot + len(seq)))
             next_slot += len(seq)

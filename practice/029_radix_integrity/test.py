@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # 找到 practice/judgekit.py
-from judgekit import check, check_raises, main, require, short
+from judgekit import check, check_raises, main, require
 
 SEED = 2029
 

@@ -8,7 +8,6 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from minisgl.kvcache.radix_cache import RadixCacheHandle, RadixPrefixCache
 
 
