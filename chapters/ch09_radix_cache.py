@@ -229,7 +229,7 @@ assert len(out) == 8  # 一页 4 个不够 5 个：两页
 listing("minisgl/kvcache/radix_cache.py", "RadixPrefixCache.check_integrity")
 
 # %% [markdown]
-# 把上面那棵树的一个节点改坏，自检说出是哪一条：
+# 再造一棵小树，把一个节点改坏，自检说出是哪一条：
 
 # %%
 c = RadixPrefixCache(page_size=2)
