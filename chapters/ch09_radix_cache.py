@@ -38,7 +38,7 @@ setup(9)
 # %% [markdown]
 # ## 本章要回顾的文件
 #
-# 本章新建 `minisgl/kvcache/radix_cache.py`；改两个前面的文件，各改几行：`kvcache/__init__.py` 把 `"radix"` 登记进第 8 章的前缀缓存登记表，`scheduler/config.py` 把 `cache_type` 的默认值改成 `"radix"`。第 7、8 章的测试文件也各改了几行：它们假定请求结束后 KV 页全部空闲，现在结束的请求的前缀会留在缓存里（第 7 章的检查改成"空闲页 + 缓存页 = 总页数"，第 8 章专测不缓存的三个测试显式用 `cache_type="naive"`）。`examples/` 下是 main 和一个计时演示。
+# 本章新建 `minisgl/kvcache/radix_cache.py`；改两个前面的文件，各改几行：`kvcache/__init__.py` 把 `"radix"` 登记进第 8 章的前缀缓存登记表，`scheduler/config.py` 把 `cache_type` 的默认值改成 `"radix"`。（第 7、8 章里检查"请求结束后 KV 页全部空闲"的测试都写明了 `cache_type="naive"`，换了默认值也照样成立。）`examples/` 下是 main 和一个计时演示。
 
 # %% tags=["remove-input"]
 header()
