@@ -38,7 +38,7 @@ setup(7)
 # %% [markdown]
 # ## 本章要回顾的文件
 #
-# 本章在 `minisgl/scheduler/` 里新建调度器的五个文件，新建离线接口 `minisgl/llm/` 和读分词器的 `minisgl/utils/hf.py`；包的 `__init__.py` 改为导出 `Scheduler`、`SchedulerConfig`。
+# 本章在 `minisgl/scheduler/` 里新建调度器的五个文件，新建离线接口 `minisgl/llm/` 和读分词器的 `minisgl/utils/hf.py`；`scheduler/__init__.py` 改为导出 `Scheduler`、`SchedulerConfig`。
 
 # %% tags=["remove-input"]
 header()

@@ -49,7 +49,7 @@ tree()
 # %% [markdown]
 # ## 这一步的 main
 #
-# 本章的 main 是 `examples/ch08_cache_manager.py`：KV 池只有 16 页（每页 4 个 token），5 个请求排队；它一步步跑，打印每一步之后“实际用了几页、预留了几页”，与 HF 的贪心输出逐 token 比较，最后核对账目。`python tools/steps.py check 8` 会搭出本章的树、跑这个 main 和测试；只想跑 main：
+# 本章的 main 是 `examples/ch08_cache_manager.py`：KV 池只有 16 页（每页 4 个 token），5 个请求排队；它一步步跑，记下每一步之后“实际用了几页、预留了几页”（前 3 步和之后每 4 步打印一行），与 HF 的贪心输出逐 token 比较，最后核对账目。`python tools/steps.py check 8` 会搭出本章的树、跑这个 main 和测试；只想跑 main：
 #
 # ```bash
 # python tools/steps.py run 8 -- python examples/ch08_cache_manager.py
