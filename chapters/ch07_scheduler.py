@@ -195,6 +195,17 @@ from minisgl.kvcache import OutOfPagesError
 from minisgl.llm import LLM
 
 
+def runs(batches: list[list[int]]) -> str:
+    """连续相同的批并成一项：[0, 1]×5 表示这样的批连着 5 步。"""
+    merged: list[list] = []
+    for b in batches:
+        if merged and merged[-1][0] == b:
+            merged[-1][1] += 1
+        else:
+            merged.append([b, 1])
+    return "、".join(f"{b}×{n}" if n > 1 else f"{b}" for b, n in merged)
+
+
 def small_pool_run(forget_running: bool) -> None:
     llm = LLM(tiny_qwen3(), max_running_req=4, page_size=4, num_page_override=7, max_seq_len_override=28)
     if forget_running:  # 错误的版本：不给在跑的请求预留将来要的页
@@ -206,10 +217,10 @@ def small_pool_run(forget_running: bool) -> None:
     try:
         while llm.runnable:
             batches.append([o.uid for o in llm.step()])
-        print(f"  每一步的批：{batches}")
+        print(f"  每一步的批：{runs(batches)}")
         assert llm.page_allocator.num_free_pages == 7
     except OutOfPagesError as e:
-        print(f"  每一步的批：{batches}\n  第 {len(batches) + 1} 步：OutOfPagesError：{e}")
+        print(f"  每一步的批：{runs(batches)}\n  第 {len(batches) + 1} 步：OutOfPagesError：{e}")
     llm.shutdown()
 
 

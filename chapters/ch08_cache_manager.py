@@ -173,14 +173,14 @@ ax.step(xs, [t["used"] for t in trace], where="post", label="实际用的页")
 ax.axhline(48, color="gray", linestyle="--", linewidth=1, label="池子 48 页")
 ax.set_xlabel("步")
 ax.set_ylabel("页数")
-ax.set_title("按最坏情况准入：预留的页与实际用的页")
+ax.set_title("按最坏情况接纳：预留的页与实际用的页")
 ax.set_ylim(0, 52)
 ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, frameon=False)
 fig.tight_layout()
 plt.show()
 
 # %% [markdown]
-# 浅色的部分是许诺了、还没写的页：它们给在跑的请求兜底，新请求用不上。提前遇到 EOS 的请求预留了 48 个输出 token，只用了十来个；同一时刻最多只有两个请求在跑，平均四分之一的池子是预留了、还没用上的页。这是不抢占换来的：准入时给足，之后永远不会半路缺页。更激进的接纳（估计输出长度、缺页时抢占）能多放请求进来，代价是重算和更复杂的状态。
+# 浅色的部分是许诺了、还没写的页：它们给在跑的请求兜底，新请求用不上。提前遇到 EOS 的请求预留了 48 个输出 token，只用了十来个；同一时刻最多只有两个请求在跑，平均四分之一的池子是预留了、还没用上的页。这是不抢占换来的：接纳时给足，之后永远不会半路缺页。更激进的接纳（估计输出长度、缺页时抢占）能多放请求进来，代价是重算和更复杂的状态。
 #
 # ## prefill 之后交给缓存，结束时只放下自己那份
 #
