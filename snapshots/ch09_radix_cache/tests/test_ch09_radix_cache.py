@@ -225,6 +225,16 @@ def test_check_integrity_catches_each_kind_of_damage(damage, message):
         cache.check_integrity()
 
 
+def test_check_integrity_catches_a_page_repeated_inside_one_node():
+    cache, pages = RadixPrefixCache(page_size=2), Pages(2)
+    cache.insert_prefix(ids(7, 8, 9, 10), pages.slots(4))  # 一个节点，两页
+    cache.check_integrity()
+    node = cache.root.children[(7, 8)]
+    node.value = torch.cat([node.value[:2], node.value[:2]])  # 每页都是整页，但同一页出现两次
+    with pytest.raises(RuntimeError, match="出现了两次"):
+        cache.check_integrity()
+
+
 # ---------------------------------------------------------------- 随机操作序列 vs. 朴素参考
 
 
