@@ -33,11 +33,13 @@ class TracingLLM(LLM):
         return super()._prepare_batch(batch)
 
 
-def show_prefill_steps(llm: TracingLLM) -> None:
+def show_prefill_steps(llm: TracingLLM, names: dict[int, str] | None = None) -> None:
+    """打印每一步 prefill 算了谁的哪一段；names 把 uid 换成好认的名字。"""
+    names = names or {}
     for i, (phase, items) in enumerate(llm.trace):
         if phase != "prefill":
             continue
-        parts = [f"请求 {uid} [{start}, {end})" + ("（一块）" if chunked else "")
+        parts = [f"请求 {names.get(uid, uid)} [{start}, {end})" + ("（一块）" if chunked else "")
                  for uid, start, end, chunked in items]
         print(f"  第 {i + 1} 步 prefill，{sum(e - s for _, s, e, _ in items)} 个 token：" + "，".join(parts))
 

@@ -23,7 +23,7 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.profiler import ProfilerActivity, profile
 
-from minisgl.core import SamplingParams
+from minisgl.core import Batch, SamplingParams
 from minisgl.llm import LLM
 
 
@@ -60,9 +60,21 @@ def peak_memory(fn: Callable[[], object]) -> int:
     return peak
 
 
-def make_llm(path, prompt_len: int, **fields) -> LLM:
+class RecordingLLM(LLM):
+    """记下每一批的阶段和这一步算的 token 数。"""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.batches: list[tuple[str, int]] = []
+
+    def _prepare_batch(self, batch: Batch):
+        self.batches.append((batch.phase, sum(req.extend_len for req in batch.reqs)))
+        return super()._prepare_batch(batch)
+
+
+def make_llm(path, prompt_len: int, **fields) -> RecordingLLM:
     """一个刚好放得下 prompt_len + 64 个 token 的小引擎（页大小 16）。"""
-    return LLM(path, max_running_req=8, page_size=16, num_page_override=(prompt_len + 64) // 16 * 2,
+    return RecordingLLM(path, max_running_req=8, page_size=16, num_page_override=(prompt_len + 64) // 16 * 2,
                max_seq_len_override=prompt_len + 64, **fields)
 
 
@@ -87,11 +99,13 @@ def prefill_peak(path, prompt_len: int, chunk: int, backend: SDPBackend | None =
 
 
 def decode_stall(path, prompt_len: int, chunk: int | None, decode_between_chunks: bool = False,
-                 num_decode: int = 4, warm_steps: int = 6, decode_tokens: int = 48) -> dict:
+                 num_decode: int = 4, warm_steps: int = 6, decode_tokens: int = 40) -> dict:
     """num_decode 个短请求 decode 到第 warm_steps 步时，来一段 prompt_len 个 token 的长提示。
 
-    chunk 为 None 表示不分块（预算大于提示）。返回每个短请求每个 token 的到达时间（秒，从长提示
-    到达的那一刻算起），以及长提示的首 token 时间（TTFT）。
+    chunk 为 None 表示不分块（预算大于提示）。时间都从长提示到达的那一刻算起（秒）。返回：
+    decode_times  每个短请求每个 token 到达的时刻
+    ttft          长提示的第一个输出 token 到达的时刻
+    steps         长提示到达之后的每一步：(阶段, 这一步算的 token 数, 结束的时刻, 用时)
     """
     budget = prompt_len + 1 if chunk is None else chunk
     llm = make_llm(path, prompt_len, max_extend_tokens=budget,
@@ -102,21 +116,25 @@ def decode_stall(path, prompt_len: int, chunk: int | None, decode_between_chunks
         llm.add_req(uid, torch.tensor(random_prompt(16, seed=10 + uid)), params)
     long_uid = num_decode
     times: dict[int, list[float]] = {uid: [] for uid in range(num_decode + 1)}
-    steps, arrived = 0, None
+    steps: list[tuple[str, int, float, float]] = []
+    n_steps, arrived = 0, 0.0
     while llm.runnable:
-        if steps == warm_steps:  # 长提示在这一刻到达
+        if n_steps == warm_steps:  # 长提示在这一刻到达
             llm.add_req(long_uid, torch.tensor(random_prompt(prompt_len)),
                         SamplingParams(max_tokens=4, ignore_eos=True))
             arrived = time.perf_counter()
+        start = time.perf_counter()
         outputs = llm.step()
         now = time.perf_counter()
         for out in outputs:
-            times[out.uid].append(now)
-        steps += 1
+            times[out.uid].append(now - arrived)
+        if n_steps >= warm_steps:
+            phase, tokens = llm.batches[-1]
+            steps.append((phase, tokens, now - arrived, now - start))
+        n_steps += 1
     llm.shutdown()
-    t0 = arrived
-    return {"decode_times": [[t - t0 for t in times[uid]] for uid in range(num_decode)],
-            "ttft": times[long_uid][0] - t0}
+    return {"decode_times": [times[uid] for uid in range(num_decode)], "ttft": times[long_uid][0],
+            "steps": steps}
 
 
 def inter_token_gaps(token_times: list[float]) -> list[tuple[float, float]]:
