@@ -203,7 +203,7 @@ plt.xscale("log", base=2)
 plt.xticks(chunks, [str(c) for c in chunks])
 plt.xlabel("块大小（max_extend_tokens）")
 plt.ylabel("prefill 期间的内存峰值（MiB）")
-plt.title("2048 个 token 的提示：块大小与内存峰值（tiny Qwen3，随机器而变）")
+plt.title("2048 个 token 的提示：块大小与内存峰值（tiny Qwen3）")
 plt.legend()
 plt.show()
 for c in chunks:
@@ -240,7 +240,7 @@ for name, r in stalls.items():
           f"前 16 步 {order[:16]}")
 
 # %% [markdown]
-# （时间随机器而变；图每次执行这一页时重画。）前两种设置的最长间隔都是一整段 prefill：分块之后 8 块一块接一块地算，中间没有一步 decode，短请求照样等完全部 8 块。原因在调度顺序：上游每一步先问 `PrefillManager` 有没有活，被切开的请求一直在队首，每一步都有。第三种设置在两块之间插一步 decode，最长间隔降到一块加一步 decode；代价是长提示的首 token 晚了 8 步 decode 的时间。下面的检查不依赖计时，只看步骤的顺序：
+# （时间随机器而变；图每次执行这一页时重画。）前两种设置的最长间隔都是一整段 prefill 的时间：分块之后 8 块一块接一块地算，中间没有一步 decode，短请求照样等完全部 8 块，等得并不比不分块少。原因在调度顺序：上游每一步先问 `PrefillManager` 有没有活，被切开的请求一直在队首，每一步都有。第三种设置在两块之间插一步 decode，最长间隔降到一块加一步 decode；代价是长提示的首 token 晚了 8 步 decode 的时间。下面的检查不依赖计时，只看步骤的顺序：
 
 # %%
 def stall_structure(r):
@@ -281,9 +281,9 @@ run("python examples/ch10_chunked_prefill.py")
 # %% [markdown]
 # 值得注意的地方：
 #
-# - 两个模型、每个块大小，4 个请求都“与 HF 一致：True”。块大小 1 时长提示要 53 步 prefill，每步只算 1 个 token，结果照样相同。
+# - 两个模型、每个块大小，4 个请求都“与 HF 一致：True”。块大小 1 时 prefill 要 70 步（4 个提示共 70 个 token，每步 1 个），结果照样相同。
 # - 块大小 16 的 5 步 prefill：前 3 步只有请求 0 的一块；第 4 步请求 0 的最后 5 个 token、请求 1 整段、请求 2 的一块；第 5 步只剩 6 个 token，预算没用完。
-# - 上游的顺序是 `PPPPDDD…`：第 1 步三个短请求，之后一步 decode，长提示来了就连着 3 步 prefill；打开开关后变成 `PDPDPDP…`，每两块之间一步 decode。
+# - 最后两行：第 1 步是三个短请求的 prefill，第 2 步 decode，然后 53 个 token 的长提示到达（预算 20，切成 3 块）。上游的顺序是 `PDPPPD…`，3 块连着算；打开开关后是 `PDPDPDPD…`，每两块之间一步 decode。
 
 # %% [markdown]
 # ## 与上游的差异

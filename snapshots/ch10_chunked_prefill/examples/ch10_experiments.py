@@ -127,14 +127,14 @@ def decode_stall(path, prompt_len: int, chunk: int | None, decode_between_chunks
         outputs = llm.step()
         now = time.perf_counter()
         for out in outputs:
-            times[out.uid].append(now - arrived)
+            times[out.uid].append(now)
         if n_steps >= warm_steps:
             phase, tokens = llm.batches[-1]
             steps.append((phase, tokens, now - arrived, now - start))
         n_steps += 1
     llm.shutdown()
-    return {"decode_times": [times[uid] for uid in range(num_decode)], "ttft": times[long_uid][0],
-            "steps": steps}
+    return {"decode_times": [[t - arrived for t in times[uid]] for uid in range(num_decode)],
+            "ttft": times[long_uid][0] - arrived, "steps": steps}
 
 
 def inter_token_gaps(token_times: list[float]) -> list[tuple[float, float]]:
