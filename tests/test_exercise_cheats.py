@@ -577,6 +577,43 @@ def peak_score_elements(n, chunk, num_heads):
     s, e = chunks[-1]
     return num_heads * (e - s) * e
 ''', expect="peak_score_elements"),
+    # ---- 032 长提示来了，decode 要等多久
+    Cheat("032_decode_stall", "不看 decode_between_chunks，总是 prefill 优先", '''
+_orig_simulate = simulate
+def simulate(decode_left, prompt_len, token_budget, decode_between_chunks, prefill_ms, decode_ms):
+    return _orig_simulate(decode_left, prompt_len, token_budget, False, prefill_ms, decode_ms)
+''', expect="decode_between_chunks"),
+    Cheat("032_decode_stall", "token 按一步开始的时刻到达", '''
+def simulate(decode_left, prompt_len, token_budget, decode_between_chunks, prefill_ms, decode_ms):
+    if prompt_len < 1 or token_budget < 1 or any(n < 1 for n in decode_left):
+        raise ValueError("参数不对")
+    left, last = list(decode_left), [0.0] * len(decode_left)
+    now, pos, max_gap, ttft, steps = 0.0, 0, 0.0, 0.0, []
+    while pos < prompt_len or any(left):
+        running = [i for i, n in enumerate(left) if n > 0]
+        if pos < prompt_len and not (decode_between_chunks and running and steps and steps[-1][0] == "prefill"):
+            end = min(pos + token_budget, prompt_len)
+            now += prefill_ms(pos, end)
+            steps.append(("prefill", pos, end))
+            pos = end
+            if pos == prompt_len:
+                ttft = now
+        else:
+            start = now
+            now += decode_ms(len(running))
+            steps.append(("decode", len(running)))
+            for i in running:
+                max_gap = max(max_gap, start - last[i])   # 按这一步开始的时刻算
+                last[i] = start
+                left[i] -= 1
+    return steps, max_gap, ttft
+''', expect="结束时到达"),
+    Cheat("032_decode_stall", "每块都按从 0 开始计时（不看块在提示里的位置）", '''
+_orig_simulate = simulate
+def simulate(decode_left, prompt_len, token_budget, decode_between_chunks, prefill_ms, decode_ms):
+    return _orig_simulate(decode_left, prompt_len, token_budget, decode_between_chunks,
+                          lambda s, e: prefill_ms(0, e - s), decode_ms)
+''', expect="真实位置"),
 ]
 
 
