@@ -1,4 +1,4 @@
-"""练习 032 · 长提示来了，decode 要等多久 —— 参考答案。"""
+"""练习 032 · 长输入插进来，decode 要等多久 —— 参考答案。"""
 
 from __future__ import annotations
 

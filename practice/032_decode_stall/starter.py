@@ -1,4 +1,4 @@
-"""练习 032 · 长提示来了，decode 要等多久（第 10 章 分块 prefill）
+"""练习 032 · 长输入插进来，decode 要等多久（第 10 章 分块 prefill）
 
 把 `raise NotImplementedError` 换成你的实现，然后评测。要求和提示见这道题的题面。
 """
