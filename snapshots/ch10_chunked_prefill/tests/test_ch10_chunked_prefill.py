@@ -38,7 +38,9 @@ def small_llm(path, max_running_req: int = 4, **fields) -> TracingLLM:
 
 
 def assert_all_freed(llm: LLM) -> None:
-    assert llm.page_allocator.num_free_pages == llm.engine.num_pages
+    """没有请求在跑：每一页要么空闲、要么只在前缀缓存里（可以逐出），行全部空着。"""
+    llm.cache_manager.check_integrity()
+    assert llm.cache_manager.available_size == llm.engine.num_pages
     assert llm.table_manager.available_size == llm.config.max_running_req
 
 
@@ -53,6 +55,14 @@ def test_greedy_matches_hf_for_every_chunk_size(budget, between):
         assert out["token_ids"] == hf_greedy(path, prompt, n)
     chunked_steps = sum(any(c for *_, c in items) for _, items in llm.trace)
     assert chunked_steps >= (len(prompts[0]) - 1) // budget  # 长提示真的被切开了
+    # 再来一次：提示的开头命中前缀缓存，分块从命中的地方接着切
+    llm.trace.clear()
+    again = [p + [42, 43] for p in prompts]
+    outs = llm.generate(again, [SamplingParams(max_tokens=n, ignore_eos=True) for n in MAX_TOKENS])
+    for prompt, out, n in zip(again, outs, MAX_TOKENS):
+        assert out["token_ids"] == hf_greedy(path, prompt, n)
+    first_chunk_start = llm.trace[0][1][0][1]
+    assert first_chunk_start > 0 and first_chunk_start % 4 == 0  # 从命中的整页之后开始算
     assert_all_freed(llm)
     llm.shutdown()
 
@@ -87,8 +97,8 @@ def test_only_the_last_request_is_chunked_and_it_comes_back_first(budget):
     path = tiny_qwen3()
     lens = [11, 2, 7, 1, 9]
     llm = small_llm(path, max_extend_tokens=budget, max_running_req=5)
-    for uid, n in enumerate(lens):  # 一次全部排进队列，只看 prefill 怎么切
-        llm.add_req(uid, torch.arange(100, 100 + n, dtype=torch.int32),
+    for uid, n in enumerate(lens):  # 一次全部排进队列，只看 prefill 怎么切；提示互不相同，不命中缓存
+        llm.add_req(uid, torch.arange(100 * (uid + 1), 100 * (uid + 1) + n, dtype=torch.int32),
                     SamplingParams(max_tokens=2, ignore_eos=True))
     while llm.runnable:
         llm.step()
@@ -128,13 +138,31 @@ def test_a_chunked_request_is_never_sampled_returned_or_decoded():
     llm.shutdown()
 
 
+def test_partial_chunks_are_not_inserted_into_the_prefix_cache():
+    path = tiny_qwen3()
+    llm = small_llm(path, max_extend_tokens=8)  # 默认 cache_type="radix"
+    prompt = list(range(500, 530))
+    llm.add_req(0, torch.tensor(prompt, dtype=torch.int32), SamplingParams(max_tokens=3, ignore_eos=True))
+    cached = []
+    for _ in range(4):  # 3 块，然后最后 6 个 token
+        llm.step()
+        cached.append(llm.cache_manager.prefix_cache.size_info.total_size)
+    # 分块期间什么都不插：队首被它占着，后面没有请求能被接纳，插进去也没人能用。
+    # 最后一块算完，整段提示一起插入（只插整页：30 个 token、每页 4 个 → 28 个）
+    assert cached == [0, 0, 0, 28]
+    while llm.runnable:
+        llm.step()
+    assert_all_freed(llm)
+    llm.shutdown()
+
+
 def test_aborting_a_half_prefilled_request_returns_its_row_and_pages():
     path = tiny_qwen3()
     llm = small_llm(path, max_extend_tokens=8)
     llm.add_req(7, torch.arange(300, 340, dtype=torch.int32), SamplingParams(max_tokens=4))
     llm.step()
     llm.step()
-    assert llm.page_allocator.num_free_pages < llm.engine.num_pages  # 两块占着页
+    assert llm.cache_manager.allocator.num_free_pages < llm.engine.num_pages  # 两块占着页
     assert llm.abort_req(7)
     assert not llm.runnable
     assert_all_freed(llm)

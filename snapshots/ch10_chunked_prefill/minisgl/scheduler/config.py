@@ -10,7 +10,7 @@ from minisgl.engine import EngineConfig
 @dataclass(frozen=True)
 class SchedulerConfig(EngineConfig):
     max_extend_tokens: int = 8192  # 一步 prefill 最多算多少个 token（预算）
-    cache_type: str = "naive"  # 前缀缓存的种类，第 8 章起生效
+    cache_type: str = "radix"  # 前缀缓存的种类："radix"（默认）或 "naive"（不缓存）
     offline_mode: bool = False  # True：离线用法（LLM.generate），没有前端进程
     # 分块 prefill 的两块之间插一步 decode（默认和上游一样：prefill 优先，块接着块）
     decode_between_chunks: bool = False

@@ -8,6 +8,8 @@
     _process_last_data     等新 token 到 CPU，追加到请求上，判断结束，释放结束的请求
 
 Engine 只管算；页表的行、KV 页、谁进这一批，都在这一侧决定。
+第 8 章起 KV 页由 CacheManager 管：准入时匹配前缀缓存并锁住，prefill 之后把算好的前缀
+交给缓存，请求结束时还页；调度器空闲时核对页的账目。
 """
 
 from __future__ import annotations
@@ -18,10 +20,10 @@ import torch
 
 from minisgl.core import Batch, Req, SamplingParams
 from minisgl.engine import BatchSamplingArgs, Engine, ForwardOutput
-from minisgl.kvcache import PageAllocator
 from minisgl.utils import init_logger, to_device
 from minisgl.utils.hf import load_tokenizer
 
+from .cache import CacheManager
 from .config import SchedulerConfig
 from .decode import DecodeManager
 from .prefill import ChunkedReq, PrefillManager
@@ -47,12 +49,13 @@ class Scheduler:
         self.device = self.engine.device
         self.table_manager = TableManager(config.max_running_req, self.engine.page_table)
         self.token_pool = self.table_manager.token_pool
-        self.page_allocator = PageAllocator(
-            self.engine.num_pages, config.page_size, self.engine.page_table
+        self.cache_manager = CacheManager(
+            self.engine.num_pages, config.page_size, self.engine.page_table, config.cache_type
         )
+        self.page_allocator = self.cache_manager.allocator  # 同一个对象，少写一层
         self.decode_manager = DecodeManager()
         self.prefill_manager = PrefillManager(
-            self.page_allocator, self.table_manager, self.decode_manager
+            self.cache_manager, self.table_manager, self.decode_manager
         )
         self.prefill_budget = config.max_extend_tokens
         self.last_batch_chunked = False  # 上一批的最后一个请求是不是只算了一块
@@ -104,10 +107,14 @@ class Scheduler:
         if forward_input is None:
             self.run_when_idle()
             return []
-        return self._process_last_data((forward_input, self._forward(forward_input)))
+        replies = self._process_last_data((forward_input, self._forward(forward_input)))
+        if not self.runnable:  # 最后一个请求刚结束：趁空闲核对一次
+            self.run_when_idle()
+        return replies
 
     def run_when_idle(self) -> None:
-        """没有请求可跑时调用。第 8 章起在这里检查 KV 页有没有漏记。"""
+        """没有请求可跑时调用：核对 KV 页的账目，漏还一页也会在这里报错。"""
+        self.cache_manager.check_integrity()
 
     def shutdown(self) -> None:
         self.engine.shutdown()
@@ -128,7 +135,7 @@ class Scheduler:
     def _prepare_batch(self, batch: Batch) -> ForwardInput:
         reqs = batch.reqs
         batch.padded_reqs = reqs  # 不补齐（第 18 章的图捕获才需要）
-        batch.out_loc = self.page_allocator.alloc_slots(reqs)
+        batch.out_loc = self.cache_manager.allocate_paged(reqs)  # 页不够时先逐出缓存
         rows, positions = _token_indices(reqs)
         batch.positions = to_device(positions, torch.int64, self.device)
         input_tuple = (to_device(rows, torch.int64, self.device), batch.positions)
@@ -157,7 +164,7 @@ class Scheduler:
             output.copy_done.synchronize()
         replies = []
         for req, token in zip(forward_input.batch.reqs, output.next_tokens_cpu.tolist()):
-            if isinstance(req, ChunkedReq):  # 提示还没算完：这个 token 丢掉，不回报
+            if isinstance(req, ChunkedReq):  # 提示还没算完：token 丢掉，不回报，也不进前缀缓存
                 continue
             req.append_host(token)
             # 结束与否按 CPU 上已有的 token 判断：正好 max_tokens 个，或者采样到 EOS
@@ -167,11 +174,13 @@ class Scheduler:
             if finished:
                 self.decode_manager.remove_req(req)
                 self._free_req_resources(req)
+            elif forward_input.batch.is_prefill:  # 提示算完了：交给前缀缓存，别的请求能借用
+                self.cache_manager.cache_req(req, finished=False)
         return replies
 
     def _free_req_resources(self, req: Req) -> None:
-        # 最后采样出的 token 没进过模型：占了槽位的只有 [0, cached_len)
-        self.page_allocator.free_slots(req.table_idx, req.cached_len)
+        # 算好的前缀交给缓存，这一行放下它持有的页（缓存还持有的页不会回到空闲栈）
+        self.cache_manager.cache_req(req, finished=True)
         self.table_manager.free(req.table_idx)
         self.known_uids.discard(req.uid)
 
