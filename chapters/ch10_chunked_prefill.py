@@ -38,7 +38,7 @@ setup(10)
 # %% [markdown]
 # ## 本章要回顾的文件
 #
-# 本章不新建 `minisgl/` 下的文件，只改调度器的三处：`prefill.py`（`ChunkedReq`、按预算切块的 `PrefillAdder`），`utils.py`（`PendingReq.chunked_req`），`scheduler.py`（丢掉块的 token、取消算到一半的请求、可选的调度顺序）；`config.py` 多一个开关 `decode_between_chunks`。`examples/ch10_experiments.py` 是本章的两个实验。
+# 本章不新建 `minisgl/` 下的文件，只改调度器：`prefill.py`（`ChunkedReq`、按预算切块的 `PrefillAdder`），`utils.py`（`PendingReq.chunked_req`），`scheduler.py`（丢掉块的 token、取消算到一半的请求、可选的调度顺序），`config.py`（开关 `decode_between_chunks`）。`examples/ch10_experiments.py` 是本章的两个实验。
 
 # %% tags=["remove-input"]
 header()
@@ -118,7 +118,7 @@ listing("minisgl/scheduler/prefill.py", "ChunkedReq")
 listing("minisgl/scheduler/prefill.py", "PrefillAdder.try_add_one")
 
 # %% [markdown]
-# 接着算的请求不再检查行和页：它第一次被接纳时就按最坏情况预留了整段提示加 `max_tokens` 的页，这里只从账上扣掉还没用的那部分。新请求由 `_admit` 占一行、检查最坏情况的页，并把整段提示一次写进 [token 池](../glossary.md#token-pool)。队列怎么变：
+# 接着算的请求不再检查：行、缓存句柄的锁和最坏情况的页，都在它第一次被接纳时拿到了，这里只把还没用的那部分记进这一批的账。新请求由 `_admit` 照第 8 章的规矩接纳（匹配前缀、锁住、预留最坏情况、占一行），再把整段提示一次写进 [token 池](../glossary.md#token-pool)；块从命中的前缀之后开始切。队列怎么变：
 
 # %% tags=["remove-input"]
 listing("minisgl/scheduler/prefill.py", "PrefillManager.schedule_next_batch")
@@ -184,6 +184,25 @@ assert out != reference
 
 # %% [markdown]
 # 每一块的垃圾 token 覆盖了下一块的第一个提示 token，模型读到的是另一段提示，输出变了，却不报错。第三处是取消：排队中的请求如果已经算了几块，它占着一行和几页，`abort_req` 要把它们还回去（测试 `test_aborting_a_half_prefilled_request_returns_its_row_and_pages`）。
+#
+# ## 没算完的块不进前缀缓存
+#
+# 第 8 章起，一个请求 prefill 完，调度器把算好的提示交给[前缀缓存](../glossary.md#prefix-cache)（`cache_req(req, finished=False)`）。`ChunkedReq` 在 `_process_last_data` 里被跳过，也就不交。一段 30 个 token 的提示、预算 8，每一步之后看缓存里存了多少：
+
+# %%
+llm = LLM(path, max_running_req=2, page_size=4, num_page_override=32, max_seq_len_override=64,
+          max_extend_tokens=8)  # 默认 cache_type="radix"
+llm.add_req(0, torch.arange(500, 530, dtype=torch.int32), SamplingParams(max_tokens=2))
+cached = []
+while llm.prefill_manager.runnable:
+    llm.step()
+    cached.append(llm.cache_manager.prefix_cache.size_info.total_size)
+print("每一步之后前缀缓存里的 token 数：", cached)
+llm.shutdown()
+assert cached == [0, 0, 0, 28]
+
+# %% [markdown]
+# 插进去不会算错，只是没人能用：分块期间它占着队首，后面的请求一个都进不来。最后一块算完，整段提示一起插入（只存整页：30 个 token、每页 4 个，存 28 个）。
 #
 # ## 块越小，内存峰值越低
 #
@@ -288,11 +307,11 @@ run("python examples/ch10_chunked_prefill.py")
 # %% [markdown]
 # ## 与上游的差异
 #
-# 名字和接口沿用上游（`ChunkedReq`、`PendingReq.chunked_req`、`PrefillAdder`），差别有三处：
+# 名字和接口沿用上游（`ChunkedReq`、`PendingReq.chunked_req`、`PrefillAdder`、`cache_req` 跳过分块请求），差别有三处：
 #
-# - 我们在请求第一次被接纳时把整段提示写进 token 池；上游每一块只写自己那一段。我们少一次次拷贝，块的 token 写到 `-1` 之后，两种做法都不会让垃圾 token 覆盖提示。`python/minisgl/scheduler/prefill.py` · `PrefillAdder._add_one_req`
-# - 我们有 `decode_between_chunks` 开关；上游只有 prefill 优先一种顺序（代码里留着 TODO：以后支持别的策略）。`python/minisgl/scheduler/scheduler.py` · `Scheduler._schedule_next_batch`
-# - 我们的 `ChunkedReq.append_host` 抛 `AssertionError`（调度器内部的不变量被破坏）；上游抛 `NotImplementedError`。`python/minisgl/scheduler/prefill.py` · `ChunkedReq`
+# - 我们在第一次接纳时把整段提示写进 token 池，上游每块只写自己那一段，因为写一次更简单；两边都把块的 token 写回 `-1`，提示不会被覆盖。`python/minisgl/scheduler/prefill.py` · `PrefillAdder._add_one_req`
+# - 我们接着算一块时按页把剩下的最坏情况记进账，上游按 token 数（`remain_len + output_len`）记，因为第 8 章起我们的预留都以页为单位。`python/minisgl/scheduler/prefill.py` · `PrefillAdder._add_one_req`
+# - 我们有 `decode_between_chunks` 开关，上游只有 prefill 优先一种顺序（代码里留着支持别的策略的 TODO），因为本章要量出两种顺序的差别。`python/minisgl/scheduler/scheduler.py` · `Scheduler._schedule_next_batch`
 
 # %% [markdown]
 # ## 测试
@@ -303,7 +322,7 @@ run("python examples/ch10_chunked_prefill.py")
 listing("tests/test_ch10_chunked_prefill.py", "test_only_the_last_request_is_chunked_and_it_comes_back_first")
 
 # %% [markdown]
-# 其余测试覆盖：`ChunkedReq` 不回报、不进 decode、不能追加 token，token 池里的提示不被覆盖；取消算到一半的请求还回行和页；打开开关后两块之间恰好一步 decode；MATH 实现下块越小峰值越低。在本章的树里跑其中几个（全部测试由 `steps.py check 10` 跑）：
+# 其余测试覆盖：命中前缀缓存之后从命中处接着切，输出仍与 HF 一致；`ChunkedReq` 不回报、不进 decode、不能追加 token，token 池里的提示不被覆盖；没算完的块不进前缀缓存；取消算到一半的请求还回行和页；打开开关后两块之间恰好一步 decode；MATH 实现下块越小峰值越低。在本章的树里跑其中几个（全部测试由 `steps.py check 10` 跑）：
 
 # %%
 run("python -m pytest -q --color=no tests/test_ch10_chunked_prefill.py -k 'last_request or never_sampled or aborting'")
