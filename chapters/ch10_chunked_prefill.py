@@ -97,7 +97,14 @@ assert whole[2048][1] > 8 * whole[512][1]  # 长度 ×4，峰值远不止 ×4
 #
 # ??? note "深入：怎么知道 SDPA 选了哪个内核"
 #
-#     用 profiler 看算子名：CPU 上带布尔掩码调用 `F.scaled_dot_product_attention`，这里记到的是 `aten::_scaled_dot_product_flash_attention_for_cpu`；包在 `sdpa_kernel([SDPBackend.MATH])` 里就变成 `aten::_scaled_dot_product_attention_math`，下面能看到 `aten::bmm` 和 `aten::_softmax`。GPU 上同样有 flash、memory-efficient、math 几种，选哪个取决于 dtype、掩码和硬件。分块 prefill 对两种实现都有用：MATH 的分数矩阵从 `[n, n]` 变成 `[chunk, e]`，flash 的掩码和 MLP 中间结果从 `n` 行变成 `chunk` 行。
+#     用 profiler 看算子名（`examples/ch10_experiments.py` 的 `sdpa_ops`，输出在下一格）：带布尔掩码调用 `F.scaled_dot_product_attention`，再包在 `sdpa_kernel([SDPBackend.MATH])` 里调用一次，两次记到的注意力算子不同。GPU 上同样有 flash、memory-efficient、math 几种，选哪个取决于 dtype、掩码和硬件。分块 prefill 对两种实现都有用：MATH 的分数矩阵从 `[n, n]` 变成 `[chunk, e]`，flash 的掩码和 MLP 中间结果从 `n` 行变成 `chunk` 行。
+
+# %%
+from ch10_experiments import sdpa_ops
+
+print("SDPA 自选：", sdpa_ops())
+print("MATH：    ", sdpa_ops(SDPBackend.MATH))
+assert "aten::_scaled_dot_product_attention_math" in sdpa_ops(SDPBackend.MATH)
 
 # %% [markdown]
 # ## ChunkedReq：提示只算了一块的请求

@@ -72,6 +72,17 @@ class RecordingLLM(LLM):
         return super()._prepare_batch(batch)
 
 
+def sdpa_ops(backend: SDPBackend | None = None) -> list[str]:
+    """带布尔掩码调用一次 SDPA（16 个头、64 个 query 和 key），返回 profiler 记到的注意力相关算子。"""
+    q = k = v = torch.randn(1, 16, 64, 32)
+    mask = torch.ones(64, 64, dtype=torch.bool).tril()
+    kernel = sdpa_kernel([backend]) if backend is not None else contextlib.nullcontext()
+    with _quiet_stderr(), kernel, profile(activities=[ProfilerActivity.CPU]) as prof:
+        torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    keep = ("attention", "softmax", "bmm")
+    return sorted({e.key for e in prof.key_averages() if any(w in e.key for w in keep)})
+
+
 def make_llm(path, prompt_len: int, **fields) -> RecordingLLM:
     """一个刚好放得下 prompt_len + 64 个 token 的小引擎（页大小 16）。"""
     return RecordingLLM(path, max_running_req=8, page_size=16, num_page_override=(prompt_len + 64) // 16 * 2,
