@@ -427,9 +427,9 @@ def test_requests_in_the_same_prefill_batch_do_not_share(models):
     llm = LLM(models["tiny_qwen3"], max_running_req=4, num_page_override=512, max_seq_len_override=64)
     assert prefill_hits(llm, prompts, params, one_by_one=False)[1] == [0, 0, 0, 0]
     llm.shutdown()
-    # 预算只够一批一个请求：第一个之后的每个都命中 40 个
+    # 预算正好是一个提示的长度（44）：第一批只有第一个请求，之后的每个都命中 40 个
     llm = LLM(models["tiny_qwen3"], max_running_req=4, num_page_override=512, max_seq_len_override=64,
-              max_extend_tokens=50)
+              max_extend_tokens=44)
     assert prefill_hits(llm, prompts, params, one_by_one=False)[1] == [0, 40, 40, 40]
     llm.shutdown()
 
