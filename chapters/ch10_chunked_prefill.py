@@ -49,7 +49,7 @@ tree()
 # %% [markdown]
 # ## 这一步的 main
 #
-# 本章的 main 是 `examples/ch10_chunked_prefill.py`：一段 53 个 token 的提示和三个短提示，块大小取 1、7、16、64，在 SmolLM2 和 tiny Qwen3 上逐 token 对照 HF；打印块大小 16 时每一步 prefill 算了谁的哪一段；最后比较两种调度顺序下每一步是 prefill 还是 decode。`python tools/steps.py check 10` 会搭出本章的树、跑这个 main 和测试；只想跑 main：
+# 本章的 main 是 `examples/ch10_chunked_prefill.py`：一段 53 个 token 的提示和三个短提示，块大小取 1、7、64（tiny Qwen3 再加 16），在 SmolLM2 和 tiny Qwen3 上逐 token 对照 HF；打印块大小 16 时每一步 prefill 算了谁的哪一段；最后比较两种调度顺序下每一步是 prefill 还是 decode。`python tools/steps.py check 10` 会搭出本章的树、跑这个 main 和测试；只想跑 main：
 #
 # ```bash
 # python tools/steps.py run 10 -- python examples/ch10_chunked_prefill.py
