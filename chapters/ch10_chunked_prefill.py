@@ -58,7 +58,7 @@ tree()
 # ![上半：等待队列 A（20 个 token）、B（3 个）、C（6 个），每步预算 8 个 token：第 1、2 步各算 A 的一块，A 留在队首；第 3 步 A 算完、B 整段、C 只算 1 个 token；第 4 步 C 算完。下半：长提示切成 3 块时，prefill 优先的调度让 decode 等完全部 3 块；两块之间插一步 decode 时每次最多等 1 块，代价是长提示的首 token 晚 2 步](../assets/ch10_chunked_prefill.svg)
 
 # %% [markdown]
-# ## 先量：一步算完一段长提示，内存峰值随长度平方涨
+# ## 先量：一步算完一段长提示，分数矩阵随长度平方涨
 #
 # 一段 `n` 个 token 的提示一步 prefill，注意力要为每个头算一个 `[n, n]` 的分数矩阵。tiny Qwen3 有 16 个 q 头，`n = 2048` 时这个矩阵是 16 × 2048 × 2048 × 4 字节 = 256 MiB。量内存用 `torch.profiler` 的 `profile_memory`：它记下 torch 在 CPU 上每一次分配和释放，按时间累加，最大值就是这段时间里比开始时多出的峰值。
 
@@ -142,7 +142,8 @@ llm = TracingLLM(path, max_running_req=4, page_size=4, num_page_override=64,
                  max_seq_len_override=64, max_extend_tokens=8)
 names = {0: "A", 1: "B", 2: "C"}
 for uid, n in zip(names, (20, 3, 6)):
-    llm.add_req(uid, torch.arange(100, 100 + n, dtype=torch.int32), SamplingParams(max_tokens=2))
+    start = 100 * (uid + 1)  # 三段互不相同的提示：不会命中前缀缓存
+    llm.add_req(uid, torch.arange(start, start + n, dtype=torch.int32), SamplingParams(max_tokens=2))
 first_outputs = []
 while llm.prefill_manager.runnable:
     first_outputs.append([names[out.uid] for out in llm.step()])
