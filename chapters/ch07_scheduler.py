@@ -68,7 +68,7 @@ listing("examples/ch07_batching.py", "StaticPrefillManager")
 # %% [markdown]
 # 演示在 tiny Qwen3 上把两种做法各跑一遍（同一个调度器、同样的请求、`ignore_eos` 让每个请求正好生成 `max_tokens` 个），给每一步 `step()` 计时。时间随机器而变，步数不变：
 
-# %%
+# %% tags=["milestone"]
 # NBVAL_IGNORE_OUTPUT
 import sys
 

@@ -135,7 +135,7 @@ llm.shutdown()
 # %% [markdown]
 # 新请求进来时只看了自己，老请求 decode 到一半就分不到页了。上游和我们都不抢占（把一个请求的页收回、以后重算），于是只能整步报错。预留的代价也看得见：下面 10 个问题用 SmolLM2 的对话模板提问，`max_tokens = 48`、不忽略 EOS，池子 48 页；每一步之后记下实际用了几页、预留了几页。
 
-# %%
+# %% tags=["milestone"]
 sys.path.insert(0, "examples")
 from ch08_cache_manager import pool_trace  # 本章 main 里的逐步记录
 

@@ -252,7 +252,7 @@ except RuntimeError as e:
 #
 # 调度器不用改：第 8 章的 `PrefillAdder` 接纳时 `match_req`、锁住句柄、让请求的行从命中的页开始，`cached_len` 从命中长度起算；prefill 之后 `cache_req(finished=False)` 把新算的前缀插进树，请求结束时再插一次（连同生成的 token）并解锁。本章只把默认的 `cache_type` 换成 `"radix"`。回到开头那 8 个问题：
 
-# %%
+# %% tags=["milestone"]
 radix = ask_one_by_one("radix")
 for uid in range(8):
     hit, new = radix.prefill_of(uid)

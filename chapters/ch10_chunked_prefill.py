@@ -72,7 +72,7 @@ listing("examples/ch10_experiments.py", "peak_memory")
 #
 # 一段提示整段 prefill（预算大于提示），`n` 取 512、1024、2048。SDPA 有几种实现，`torch.nn.attention.sdpa_kernel` 可以指定用哪一种：`MATH` 是教科书写法（先算完整的分数矩阵，再 softmax，再乘 V），另一列是 SDPA 在这台机器上自己选的实现：
 
-# %%
+# %% tags=["milestone"]
 # NBVAL_IGNORE_OUTPUT
 import sys
 
