@@ -12,6 +12,7 @@ CpuEvent 代替 CUDA 事件。不调用 start_worker() 时一切照旧：CPU 上
 
 from __future__ import annotations
 
+import copy
 import os
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -161,6 +162,19 @@ class Engine:
         else:
             fn(*args)
 
+    def record_event(self) -> torch.cuda.Event | CpuEvent | None:
+        """一个事件：它完成时，此刻之前发出的工作（前向、enqueue 的任务）全部完成。
+
+        同步执行（CPU 上没有工作线程）时什么都不用等，返回 None。
+        """
+        if self.worker is not None:
+            return CpuEvent(self.worker.submit(lambda: None))
+        if self.stream is None:
+            return None
+        event = torch.cuda.Event()
+        event.record(self.stream)
+        return event
+
     def synchronize(self) -> None:
         """等到已经发出的工作全部做完。"""
         if self.worker is not None:
@@ -177,7 +191,10 @@ class Engine:
         """
         if self.worker is not None:  # CPU 重叠：先占好结果的位置，前向交给工作线程
             next_tokens = torch.empty(batch.size, dtype=torch.int32)
-            done = self.worker.submit(self._forward_and_sample, batch, args, next_tokens)
+            # 前向要读请求的长度（例如 LM 头找每个请求的最后一个 token），而调度器线程下一行就
+            # complete_one：给工作线程一份发射时的副本，它读到的长度不会跟着变
+            launched = _launch_copy(batch)
+            done = self.worker.submit(self._forward_launched, batch, launched, args, next_tokens)
             for req in batch.reqs:
                 req.complete_one()  # 在调度器线程上、发射时记账，和 GPU 上一样
             return ForwardOutput(next_tokens, next_tokens, CpuEvent(done))
@@ -202,6 +219,12 @@ class Engine:
             return next_tokens
         return out.copy_(next_tokens)
 
+    def _forward_launched(self, batch: Batch, launched: Batch, args: BatchSamplingArgs,
+                          out: torch.Tensor) -> torch.Tensor:
+        """工作线程上：按发射时的副本前向。input_ids 是排在前面的任务刚填进 batch 的。"""
+        launched.input_ids = batch.input_ids
+        return self._forward_and_sample(launched, args, out)
+
     def _init_distributed(self) -> None:
         """TP>1：每个 rank 一个进程，经 torch.distributed 连成一组（第 16 章展开讲）。"""
         import torch.distributed as dist
@@ -221,6 +244,15 @@ class Engine:
         set_global_ctx(None)
         set_tp_info(0, 1)
         destroy_distributed()
+
+
+def _launch_copy(batch: Batch) -> Batch:
+    """批的浅拷贝，其中每个请求换成此刻的副本（只是几个整数长度，token 张量共用）。"""
+    launched = copy.copy(batch)
+    frozen = {id(req): copy.copy(req) for req in batch.padded_reqs}
+    launched.reqs = [frozen[id(req)] for req in batch.reqs]
+    launched.padded_reqs = [frozen[id(req)] for req in batch.padded_reqs]
+    return launched
 
 
 def _free_memory(device: torch.device) -> int:
