@@ -178,9 +178,6 @@ class Scheduler:
         forward_input, output = last_data
         if output.copy_done is not None:  # 等这一批做完、新 token 到 CPU
             output.copy_done.synchronize()
-        # 这一批做完了：等着它的已结束请求，只要不在刚发出的那一批里，现在就能还资源
-        for req in [r for r in self.finished_reqs if not self._in_flight(r)]:
-            self._release_req(req)
         replies = []
         for req, token in zip(forward_input.batch.reqs, output.next_tokens_cpu.tolist()):
             if req in self.finished_reqs:  # 结束后多算的那一步（或已取消）：token 丢掉
@@ -193,6 +190,9 @@ class Scheduler:
             replies.append(ReqOutput(req.uid, token, finished))
             if finished:
                 self._finish_req(req)
+        # 这一批做完了：等着它的已结束请求，只要不在刚发出的那一批里，现在就能还资源
+        for req in [r for r in self.finished_reqs if not self._in_flight(r)]:
+            self._release_req(req)
         return replies
 
     def _find_inflight(self, uid: int) -> Req | None:
