@@ -54,10 +54,10 @@ def check_case(pipeline_time, prepare, forward, process, why=""):
     want = reference(prepare, forward, process)
     check_equal(got[0], want[0], "不重叠的总时间", context)
     hint = ""
-    if got[1] == max(sum(prepare) + sum(process), sum(forward)):
-        hint = "\n  看起来你用了 max(CPU 的和, 前向的和)：第一次准备和最后一次处理藏不住，等待也会往后传"
-    elif got[1] == sum(max(p + r, f) for p, f, r in zip(prepare, forward, process)):
-        hint = "\n  看起来你把每一步单独取了 max：某一步的等待会推迟后面所有的步，要逐步模拟"
+    if got[1] != want[1] and got[1] == max(sum(prepare) + sum(process), sum(forward)):
+        hint += "\n  看起来你用了 max(CPU 的和, 前向的和)：第一次准备和最后一次处理藏不住，等待也会往后传"
+    if got[1] != want[1] and got[1] == sum(max(p + r, f) for p, f, r in zip(prepare, forward, process)):
+        hint += "\n  看起来你把每一步单独取了 max：某一步的等待会推迟后面所有的步，要逐步模拟"
     check_equal(got[1], want[1], "重叠的总时间" + (f"（{why}）" if why else ""), context + hint)
     check_equal(args, (list(prepare), list(forward), list(process)), "调用者传进来的列表（不应该被改动）",
                 context)

@@ -202,7 +202,10 @@ def check_example(overlap_generate) -> None:
 
     script = Script()
     got = overlap_generate([[1], [2]], [3, 2], script, 1, 99)
-    check_equal(script.log[:4], [[(0, 0)], [(0, 0)], [(0, 0)], [(1, 0)]], "题目里的例子：依次发出的批")
+    want = [[(0, 0)], [(0, 0)], [(0, 0)], [(1, 0)]]
+    check(script.log[:4] == want,
+          f"题目里的例子：前 4 次 launch 的批应该是 {want}，你的是 {script.log[:4]}\n"
+          f"  （每步先拼批、launch，再取上一批的结果；请求 0 结束时还在第 3 批里，行 0 要等第 3 批做完才还）")
     check_type(got, list, "题目里的例子：返回值")
     for i, (mine, ref) in enumerate(zip(got, [[5, 99], [8, 9]])):
         check_int_list(mine, f"题目里的例子：outputs[{i}]")
