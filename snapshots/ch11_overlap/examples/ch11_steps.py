@@ -150,7 +150,7 @@ def gil_profile(path, num_reqs: int, max_tokens: int) -> dict[str, tuple[float, 
     torch 的 Python 绑定在执行算子时放开 GIL；profiler 记下每个算子的起止，
     一段时间减去其中顶层算子的时间，剩下的就是解释器在跑 Python、拿着 GIL 的时间。
     """
-    from torch.profiler import ProfilerActivity, profile, record_function
+    from torch.profiler import ProfilerActivity, profile
 
     llm = make_llm(path, overlap=False, num_reqs=num_reqs)
     labels = {"准备": (llm, "_schedule_next_batch"), "前向": (llm.engine, "_forward_and_sample"),
@@ -159,7 +159,7 @@ def gil_profile(path, num_reqs: int, max_tokens: int) -> dict[str, tuple[float, 
         fn = getattr(obj, name)
         setattr(obj, name, lambda *a, _fn=fn, _label=label, **k: _run_labelled(_label, _fn, a, k))
     prompts = workload(num_reqs)
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
+    with _quiet_fd2(), profile(activities=[ProfilerActivity.CPU]) as prof:
         llm.generate(prompts, SamplingParams(max_tokens=max_tokens, ignore_eos=True))
     llm.shutdown()
     total: dict[str, float] = defaultdict(float)
@@ -173,6 +173,22 @@ def gil_profile(path, num_reqs: int, max_tokens: int) -> dict[str, tuple[float, 
             in_ops[label] += _top_level_op_time(event)
     return {label: (total[label] / count[label] / 1e3,
                     (total[label] - in_ops[label]) / count[label] / 1e3) for label in labels}
+
+
+@contextmanager
+def _quiet_fd2() -> Iterator[None]:
+    """profiler 的 C++ 部分直接往 2 号文件描述符写两行启停日志：测量期间把它接到 /dev/null。"""
+    import sys
+
+    sys.stderr.flush()
+    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
 
 
 def _run_labelled(label: str, fn: Callable, args, kwargs):

@@ -200,6 +200,7 @@ def test_race3_a_row_is_reused_only_after_the_inflight_write(monkeypatch):
     llm.add_req(0, ids(prompt_a), SamplingParams(max_tokens=4))
     llm.add_req(1, ids(prompt_b), SamplingParams(max_tokens=4, ignore_eos=True))
     replies = run_to_idle(llm)
+    assert llm.token_pool[0, :len(prompt_b)].tolist() == prompt_b  # B 的提示没有被改掉
     assert [t for t, _ in replies[1]] == reference_b
     assert replies[0] == [(first_a, True)]
     assert launched[:3] == [("prefill", [0]), ("decode", [0]), ("prefill", [1])]
