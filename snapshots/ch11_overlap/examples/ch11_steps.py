@@ -66,10 +66,17 @@ def _timed(record: list[float], fn: Callable) -> Callable:
 
 def decode_step_ms(llm: LLM, num_reqs: int, max_tokens: int,
                    work: Callable[[], object] | None = None) -> dict[str, float]:
-    """跑一遍 generate，返回 decode 步（批里正好 num_reqs 个请求的步）的中位数时间（ms）。
+    """跑一遍 generate，返回满批 decode 步的中位数时间（ms）：一步、准备、前向、等待、处理。
 
     work 不为 None 时，每步处理完结果之后在调度器线程上再做一次（模拟反分词、发结果这类工作）。
     """
+    samples = decode_step_samples(llm, num_reqs, max_tokens, work)
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def decode_step_samples(llm: LLM, num_reqs: int, max_tokens: int,
+                        work: Callable[[], object] | None = None) -> dict[str, list[float]]:
+    """同 decode_step_ms，但返回每一个满批 decode 步的时间（ms），方便几遍合在一起取中位数。"""
     times: dict[str, list[float]] = defaultdict(list)
     engine = llm.engine
     # 前向本身：工作线程上（重叠）或调度器线程上（不重叠）真正算的时间
@@ -108,20 +115,22 @@ def decode_step_ms(llm: LLM, num_reqs: int, max_tokens: int,
     del engine._forward_and_sample
     # 只看满批的 decode 步：一步报告 num_reqs 个结果；前几步（prefill、热身）和收尾不算
     full = [i for i, n in enumerate(sizes) if n == num_reqs][2:]
-    pick = lambda xs: statistics.median(xs[i] for i in full if i < len(xs)) * 1e3  # noqa: E731
+    pick = lambda xs: [xs[i] * 1e3 for i in full if i < len(xs)]  # noqa: E731
     return {"一步": pick(steps), **{name: pick(times[name]) for name in PHASES}}
 
 
 def compare(path, num_reqs: int, max_tokens: int, rounds: int = 2,
             work: Callable[[], object] | None = None) -> dict[bool, dict[str, float]]:
-    """两种模式轮流跑 rounds 遍（机器上的其他负载对两边影响差不多），各取中位数。"""
-    runs: dict[bool, list[dict[str, float]]] = {False: [], True: []}
+    """两种模式轮流跑 rounds 遍（机器上的其他负载对两边影响差不多），所有满批步合在一起取中位数。"""
+    pooled: dict[bool, dict[str, list[float]]] = {False: defaultdict(list), True: defaultdict(list)}
     for _ in range(rounds):
         for overlap in (False, True):
             llm = make_llm(path, overlap, num_reqs)
-            runs[overlap].append(decode_step_ms(llm, num_reqs, max_tokens, work))
+            for name, values in decode_step_samples(llm, num_reqs, max_tokens, work).items():
+                pooled[overlap][name] += values
             llm.shutdown()
-    return {mode: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for mode, rs in runs.items()}
+    return {mode: {name: statistics.median(values) for name, values in samples.items()}
+            for mode, samples in pooled.items()}
 
 
 def python_work(ms: float) -> Callable[[], int]:
