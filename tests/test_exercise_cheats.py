@@ -506,6 +506,214 @@ def generate_batch(prompts, max_tokens, step, eos_id=None, ignore_eos=None):
         batch = [(i, [outputs[i][-1]], len(prompts[i]) + len(outputs[i]) - 1) for i in range(n)]
     return outputs, sizes
 '''),
+    # ---- 021 先来先服务的接纳
+    Cheat("021_fcfs_admission", "放不下的请求跳过去，接着试后面的", '''
+def admit(queue, *, free_rows, free_pages, inflight, page_size, token_budget):
+    _check_page_size(page_size)
+    pages_left, admitted = free_pages - inflight, []
+    for i, (prompt_len, max_tokens) in enumerate(queue):
+        worst = _div_ceil(prompt_len + max_tokens - 1, page_size)
+        if free_rows and (not admitted or prompt_len <= token_budget) and worst <= pages_left:
+            admitted.append(i)
+            free_rows, token_budget, pages_left = free_rows - 1, token_budget - prompt_len, pages_left - worst
+    return admitted
+''', expect="插了队"),
+    Cheat("021_fcfs_admission", "只给提示留页（乐观接纳）", '''
+def admit(queue, *, free_rows, free_pages, inflight, page_size, token_budget):
+    _check_page_size(page_size)
+    pages_left, admitted = free_pages - inflight, []
+    for i, (prompt_len, max_tokens) in enumerate(queue):
+        if not free_rows or (admitted and prompt_len > token_budget):
+            break
+        worst = _div_ceil(prompt_len, page_size)
+        if worst > pages_left:
+            break
+        admitted.append(i)
+        free_rows, token_budget, pages_left = free_rows - 1, token_budget - prompt_len, pages_left - worst
+    return admitted
+''', expect="只给提示留了页"),
+    Cheat("021_fcfs_admission", "不管在跑的请求将来要的页", '''
+_admit = admit
+def admit(queue, *, free_rows, free_pages, inflight, page_size, token_budget):
+    return _admit(queue, free_rows=free_rows, free_pages=free_pages, inflight=0, page_size=page_size,
+                  token_budget=token_budget)
+''', expect="没有减去在跑的请求还要的页"),
+    Cheat("021_fcfs_admission", "在跑的请求把最后一个 token 也算进去", '''
+def inflight_pages(running, page_size):
+    _check_page_size(page_size)
+    return sum(_div_ceil(m, page_size) - _div_ceil(c, page_size) for c, m in running)
+''', expect="不进 KV 池"),
+    # ---- 022 静态批处理与连续批处理
+    Cheat("022_batching_steps", "静态批处理也在有空位时接纳（当成连续批处理）", '''
+_continuous = simulate
+def simulate(requests, max_running, continuous):
+    return _continuous(requests, max_running, True)
+''', expect="静态批处理在还有请求在跑的时候接纳了新请求"),
+    Cheat("022_batching_steps", "prefill 的那一步把在跑的请求也带上", '''
+def simulate(requests, max_running, continuous):
+    if max_running < 1 or any(m < 1 for _, m in requests) or len({u for u, _ in requests}) != len(requests):
+        raise ValueError("参数不对")
+    limit, queue, running, steps = dict(requests), [u for u, _ in requests], [], []
+    produced = dict.fromkeys(limit, 0)
+    while queue or running:
+        free = max_running - len(running)
+        if queue and free > 0 and (continuous or not running):
+            new, queue = queue[:free], queue[free:]
+            running = running + new
+            batch = list(running)
+            steps.append(("prefill", batch))
+        else:
+            batch = list(running)
+            steps.append(("decode", batch))
+        for u in batch:
+            produced[u] += 1
+        running = [u for u in running if produced[u] < limit[u]]
+    return steps
+''', expect="prefill 这一步把在跑的请求也放进来了"),
+    Cheat("022_batching_steps", "decode 批按 uid 排序（而不是接纳的先后）", '''
+_admission_order = simulate
+def simulate(requests, max_running, continuous):
+    return [(p, sorted(b) if p == "decode" else b) for p, b in _admission_order(requests, max_running, continuous)]
+''', expect="按接纳的先后排"),
+    Cheat("022_batching_steps", "短的先来（不是先来先服务）", '''
+_fcfs = simulate
+def simulate(requests, max_running, continuous):
+    return _fcfs(sorted(requests, key=lambda r: r[1]), max_running, continuous)
+''', expect="先来先服务"),
+    # ---- 023 token 池的下标
+    Cheat("023_token_pool_indices", "新 token 写在 device_len - 1（覆盖了最后一个输入 token）", '''
+def write_indices(reqs):
+    return (torch.tensor([r[0] for r in reqs], dtype=torch.int64),
+            torch.tensor([r[2] - 1 for r in reqs], dtype=torch.int64))
+''', expect="写在了 device_len - 1"),
+    Cheat("023_token_pool_indices", "最后一个 token 也写在 device_len（不按题目写到 -1）", '''
+def write_indices(reqs):
+    return (torch.tensor([r[0] for r in reqs], dtype=torch.int64),
+            torch.tensor([r[2] for r in reqs], dtype=torch.int64))
+''', expect="它要写到 -1"),
+    Cheat("023_token_pool_indices", "位置从 0 数（忘了 cached_len）", '''
+def input_indices(reqs):
+    lens = [r[2] - r[1] for r in reqs]
+    rows = [r[0] for r, n in zip(reqs, lens) for _ in range(n)]
+    positions = [p for n in lens for p in range(n)]
+    return torch.tensor(rows, dtype=torch.int64), torch.tensor(positions, dtype=torch.int64)
+''', expect="位置从 0 数了"),
+    Cheat("023_token_pool_indices", "每步把整段序列 [0, device_len) 都当输入", '''
+def input_indices(reqs):
+    rows = [r[0] for r in reqs for _ in range(r[2])]
+    positions = [p for r in reqs for p in range(r[2])]
+    return torch.tensor(rows, dtype=torch.int64), torch.tensor(positions, dtype=torch.int64)
+''', expect="形状"),
+    # ---- 024 按持有份数管理的页池
+    Cheat("024_page_refcounts", "一还就空闲，不看还剩几份（上游的做法）", '''
+_orig_release = PagePool.release
+def _release(self, pages):
+    self._check_pages(pages)
+    freed = []
+    for page in pages:
+        if self._refs[page] == 0:
+            raise ValueError("放多了")
+        if page not in self._free:
+            self._refs[page] = 0
+            self._free.append(page)
+            freed.append(page)
+    return freed
+PagePool.release = _release
+''', expect="各剩 1 份"),
+    Cheat("024_page_refcounts", "hold 不查空闲页", '''
+def _hold(self, pages):
+    self._check_pages(pages)
+    for page in pages:
+        if self._refs[page] == 0 and page in self._free:
+            self._free.remove(page)
+        self._refs[page] += 1
+PagePool.hold = _hold
+''', expect="里面有空闲页"),
+    Cheat("024_page_refcounts", "alloc 不够时先分了一部分再报错", '''
+def _alloc(self, n):
+    pages = []
+    while len(pages) < n:
+        if not self._free:
+            raise ValueError("不够")
+        page = self._free.pop()
+        self._refs[page] = 1
+        pages.append(page)
+    return pages
+PagePool.alloc = _alloc
+''', expect="应该是 0"),
+    # ---- 025 按最坏情况准入
+    Cheat("025_worst_case_admission", "忘了在跑的请求将来还要的页", '''
+_orig_admit = admit
+def admit(pending, running, **kw):
+    return _orig_admit(pending, [], **kw)
+''', expect="忘了在跑的请求"),
+    Cheat("025_worst_case_admission", "先数后锁", '''
+def admit(pending, running, *, page_size, free_pages, evictable_pages, free_rows, token_budget):
+    _validate(pending, running, page_size, {"free_pages": free_pages, "evictable_pages": evictable_pages,
+              "free_rows": free_rows, "token_budget": token_budget})
+    reserved = sum(_ceil_div(e - 1, page_size) - _ceil_div(s, page_size) for s, e in running)
+    admitted = 0
+    for input_len, max_tokens, cached_len, lock_pages in pending:
+        if admitted == free_rows or (admitted > 0 and input_len - cached_len > token_budget):
+            break
+        worst = _ceil_div(input_len + max_tokens - 1, page_size) - cached_len // page_size
+        if worst + reserved > free_pages + evictable_pages:
+            break
+        evictable_pages -= lock_pages
+        token_budget -= input_len - cached_len
+        reserved += worst
+        admitted += 1
+    return admitted
+''', expect="应该接纳"),
+    Cheat("025_worst_case_admission", "放不下就跳过，接着试后面的", '''
+_orig_admit = admit
+def admit(pending, running, **kw):
+    taken = []
+    for i, req in enumerate(pending):
+        if _orig_admit(taken + [req], running, **kw) == len(taken) + 1:
+            taken.append(req)
+    return len(taken)
+''', expect="应该接纳"),
+    # ---- 026 把算好的前缀交给缓存
+    Cheat("026_cache_req_ownership", "缓存里已经有的重复页当场还掉（上游的做法）", '''
+def cache_req(pool, cache, row_pages, tokens, cached_len, *, page_size, finished):
+    if not 0 <= cached_len <= len(tokens) or cached_len > len(row_pages) * page_size:
+        raise ValueError("参数不对")
+    n = cached_len // page_size
+    borrowed = 0  # 借来的页缓存也持有，份数 ≥ 2
+    while borrowed < n and pool.refs[row_pages[borrowed]] >= 2:
+        borrowed += 1
+    already = cache.insert(list(tokens[:n * page_size]), list(row_pages[:n]))
+    pool.hold(list(row_pages[already:n]))
+    if finished:
+        pool.release(list(row_pages))
+    else:
+        pool.release(list(row_pages[borrowed:already]))  # 上游：重复的页当场还回空闲页
+    return n * page_size
+''', expect="只归 B 的行"),
+    Cheat("026_cache_req_ownership", "原来就在缓存里的页也让缓存加一份", '''
+_orig_cache_req = cache_req
+def cache_req(pool, cache, row_pages, tokens, cached_len, *, page_size, finished):
+    if not 0 <= cached_len <= len(tokens) or cached_len > len(row_pages) * page_size:
+        raise ValueError("参数不对")
+    n = cached_len // page_size
+    cache.insert(list(tokens[:n * page_size]), list(row_pages[:n]))
+    pool.hold(list(row_pages[:n]))
+    if finished:
+        pool.release(list(row_pages))
+    return n * page_size
+''', expect="持有份数"),
+    Cheat("026_cache_req_ownership", "不满一页的尾巴也交给缓存", '''
+def cache_req(pool, cache, row_pages, tokens, cached_len, *, page_size, finished):
+    if not 0 <= cached_len <= len(tokens) or cached_len > len(row_pages) * page_size:
+        raise ValueError("参数不对")
+    n = -(-cached_len // page_size)
+    already = cache.insert(list(tokens[:cached_len]), list(row_pages[:n]))
+    pool.hold(list(row_pages[already:n]))
+    if finished:
+        pool.release(list(row_pages))
+    return cached_len
+''', expect="只收整页"),
     # ---- 033 两段流水线的时间
     Cheat("033_pipeline_timeline", "每一步单独取 max，不模拟等待往后传", """
 def pipeline_time(prepare, forward, process):
