@@ -40,7 +40,7 @@ def run(path, overlap: bool) -> tuple[list[dict], int, int]:
     llm.engine.forward_batch = counting_forward
     params = [SamplingParams(max_tokens=n, ignore_eos=(i > 0)) for i, n in enumerate(MAX_TOKENS)]
     outs = llm.generate(TEXTS, params)
-    assert llm.page_allocator.num_free_pages == llm.engine.num_pages  # 页全部还回来了
+    llm.cache_manager.check_integrity()  # 页全部还回来了：空闲页 + 缓存持有的页 == 总页数
     assert llm.table_manager.available_size == 3 and not llm.finished_reqs
     eos = llm.eos_token_id
     llm.shutdown()

@@ -95,8 +95,9 @@ def check_overlap(report: Report, path, device: torch.device, on_cuda: bool,
                   on_cuda)
             watch(report, llm, "_forward", "Scheduler._forward（取输入、前向、写回，只发出）", on_cuda)
         outputs[overlap] = [o["token_ids"] for o in llm.generate(prompts, params)]
-        report.check(llm.page_allocator.num_free_pages == llm.engine.num_pages
-                     and not llm.finished_reqs, f"{'重叠' if overlap else '不重叠'}：页全部还回")
+        llm.cache_manager.check_integrity()  # 对不上会抛 RuntimeError
+        report.check(not llm.finished_reqs and llm.table_manager.available_size == 2,
+                     f"{'重叠' if overlap else '不重叠'}：行和页全部还回（check_integrity 通过）")
         llm.shutdown()
     if old is None:
         del os.environ["MINISGL_DISABLE_OVERLAP_SCHEDULING"]

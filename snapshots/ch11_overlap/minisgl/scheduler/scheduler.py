@@ -8,6 +8,8 @@
     _process_last_data     等新 token 到 CPU，追加到请求上，判断结束，释放结束的请求
 
 Engine 只管算；页表的行、KV 页、谁进这一批，都在这一侧决定。
+第 8 章起 KV 页由 CacheManager 管：准入时匹配前缀缓存并锁住，prefill 之后把算好的前缀
+交给缓存，请求结束时还页；调度器空闲时核对页的账目。
 
 重叠调度（第 11 章，默认打开）：一步先发出这一批的前向，再处理上一批的结果，CPU 上的
 这些 Python 工作和前向同时进行。设 MINISGL_DISABLE_OVERLAP_SCHEDULING=1 关掉，每一步
@@ -27,10 +29,10 @@ import torch
 from minisgl.core import Batch, Req, SamplingParams
 from minisgl.engine import BatchSamplingArgs, Engine, ForwardOutput
 from minisgl.env import ENV
-from minisgl.kvcache import PageAllocator
 from minisgl.utils import init_logger, to_device
 from minisgl.utils.hf import load_tokenizer
 
+from .cache import CacheManager
 from .config import SchedulerConfig
 from .decode import DecodeManager
 from .prefill import PrefillManager
@@ -59,12 +61,13 @@ class Scheduler:
         self.device = self.engine.device
         self.table_manager = TableManager(config.max_running_req, self.engine.page_table)
         self.token_pool = self.table_manager.token_pool
-        self.page_allocator = PageAllocator(
-            self.engine.num_pages, config.page_size, self.engine.page_table
+        self.cache_manager = CacheManager(
+            self.engine.num_pages, config.page_size, self.engine.page_table, config.cache_type
         )
+        self.page_allocator = self.cache_manager.allocator  # 同一个对象，少写一层
         self.decode_manager = DecodeManager()
         self.prefill_manager = PrefillManager(
-            self.page_allocator, self.table_manager, self.decode_manager
+            self.cache_manager, self.table_manager, self.decode_manager
         )
         self.prefill_budget = config.max_extend_tokens
         self.tokenizer = load_tokenizer(config.model_path)
@@ -127,12 +130,17 @@ class Scheduler:
         if not self.overlap:
             last, self.inflight = self.inflight, None
         if last is None:
-            self.run_when_idle()
+            if self.inflight is None:  # 什么都没发出，也没有结果要处理：空闲
+                self.run_when_idle()
             return []
-        return self._process_last_data(last)
+        replies = self._process_last_data(last)
+        if not self.runnable:  # 最后一个请求刚结束：趁空闲核对一次
+            self.run_when_idle()
+        return replies
 
     def run_when_idle(self) -> None:
-        """没有请求可跑时调用。第 8 章起在这里检查 KV 页有没有漏记。"""
+        """没有请求可跑时调用：核对 KV 页的账目，漏还一页也会在这里报错。"""
+        self.cache_manager.check_integrity()
 
     def shutdown(self) -> None:
         self.engine.synchronize()  # 等已经发出的前向做完
@@ -149,7 +157,7 @@ class Scheduler:
     def _prepare_batch(self, batch: Batch) -> ForwardInput:
         reqs = batch.reqs
         batch.padded_reqs = reqs  # 不补齐（第 18 章的图捕获才需要）
-        batch.out_loc = self.page_allocator.alloc_slots(reqs)
+        batch.out_loc = self.cache_manager.allocate_paged(reqs)  # 页不够时先逐出缓存
         rows, positions = _token_indices(reqs)
         batch.positions = to_device(positions, torch.int64, self.device)
         input_tuple = (to_device(rows, torch.int64, self.device), batch.positions)
@@ -190,6 +198,8 @@ class Scheduler:
             replies.append(ReqOutput(req.uid, token, finished))
             if finished:
                 self._finish_req(req)
+            elif forward_input.batch.is_prefill:  # 提示算完了：交给前缀缓存，别的请求能借用
+                self.cache_manager.cache_req(req, finished=False)
         # 这一批做完了：等着它的已结束请求，只要不在刚发出的那一批里，现在就能还资源
         for req in [r for r in self.finished_reqs if not self._in_flight(r)]:
             self._release_req(req)
@@ -216,8 +226,8 @@ class Scheduler:
         self._free_req_resources(req)
 
     def _free_req_resources(self, req: Req) -> None:
-        # 最后采样出的 token 没进过模型：占了槽位的只有 [0, cached_len)
-        self.page_allocator.free_slots(req.table_idx, req.cached_len)
+        # 算好的前缀交给缓存，这一行放下它持有的页（缓存还持有的页不会回到空闲栈）
+        self.cache_manager.cache_req(req, finished=True)
         self.table_manager.free(req.table_idx)
         self.known_uids.discard(req.uid)
 
