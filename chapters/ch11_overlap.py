@@ -242,7 +242,33 @@ for cls in (LLM, ReleaseAtOnce):
 # %% [markdown]
 # 错误的版本里 B 拿到 A 的行、把提示写进 token 池之后，A 在途那一批迟到的写入改掉了 B 提示里的一个 token：B 从此算的是另一个提示（这个随机权重的小模型不一定因此换掉 argmax，真实模型上就是一段错的回答，而且不报错）。A 的行还掉之后它也不在 `finished_reqs` 里了，多算的那个 token 被当成输出报了出来。
 #
-# **规矩 4：取消在途的请求，同样等它那一批做完。** 上游收到取消时立即释放请求，而它的 prefill 还在途；处理那一批时又按“prefill 结束、把前缀存进缓存”再处理一遍，同一批页被缓存两次。我们的 `abort_req` 也走 `_finish_req`：不再调度，资源等在途的那一批做完再还，那一批里它的结果跳过。测试 `test_race4_abort_during_an_inflight_prefill_frees_once` 检查这一点。
+# **规矩 4：取消在途的请求，同样等它那一批做完。** 上游收到取消时立即释放请求，而它的 prefill 还在途；处理那一批时又按“prefill 做完、把前缀交给缓存”再处理一遍，同一批页交了两次。照上游的做法写一个错误的版本：
+
+# %%
+class FreeOnAbort(LLM):
+    def abort_req(self, uid):  # 错误的版本：取消时立即释放，不管它的 prefill 还在途
+        req = self.decode_manager.abort_req(uid)
+        self._free_req_resources(req)
+        return True
+
+
+for cls in (LLM, FreeOnAbort):
+    llm = cls(path, max_running_req=2, page_size=2, num_page_override=64, max_seq_len_override=64)
+    for uid, text in enumerate(["The capital of France is", "def add(a, b):"]):
+        llm.add_req(uid, torch.tensor(encode(path, text), dtype=torch.int32),
+                    SamplingParams(max_tokens=5, ignore_eos=True))
+    llm.step()  # 两个请求的 prefill 发出了，结果还没处理
+    llm.abort_req(0)
+    try:
+        while llm.runnable:
+            llm.step()
+        print(f"{cls.__name__:<12} 跑完了，账目核对通过")
+    except AssertionError as error:
+        print(f"{cls.__name__:<12} AssertionError：{error}")
+    llm.shutdown()
+
+# %% [markdown]
+# 第 8 章 `cache_req` 里的断言拦住了第二次交付：请求的句柄在取消时已经交还了。我们的 `abort_req` 也走 `_finish_req`：不再调度，资源等在途的那一批做完再还，那一批里它的结果跳过。
 #
 # ## GIL：重叠只藏得住放开 GIL 的时间
 #

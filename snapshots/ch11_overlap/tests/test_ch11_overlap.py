@@ -91,6 +91,24 @@ def test_overlap_output_equals_hf(model, monkeypatch):
     llm.shutdown()
 
 
+def test_overlap_with_a_shared_prefix_and_a_small_token_budget_equals_hf(monkeypatch):
+    """前缀缓存（第 8、9 章）和分块 prefill（第 10 章）在重叠模式下：缓存在有一批在途时插入、
+    被别的请求匹配，长提示分几步 prefill，输出仍与 HF 一致，空闲时账目核对通过。"""
+    monkeypatch.delenv("MINISGL_DISABLE_OVERLAP_SCHEDULING", raising=False)
+    path = tiny_qwen3()
+    system = encode(path, "You are a helpful assistant. Answer briefly and clearly, please. " * 3)
+    prompts = [system + encode(path, q) for q in (" Why is the sky blue?", " What is 2 + 2?",
+                                                  " Name a color.", " Say hi.")]
+    llm = make_llm(path, max_running_req=2, page_size=4, num_page_override=64,
+                   max_seq_len_override=96, max_extend_tokens=16)
+    outs = llm.generate(prompts, [SamplingParams(max_tokens=n, ignore_eos=True) for n in (6, 3, 5, 2)])
+    for prompt, out, n in zip(prompts, outs, (6, 3, 5, 2)):
+        assert out["token_ids"] == hf_greedy(path, prompt, n)
+    llm.cache_manager.check_integrity()
+    assert llm.table_manager.available_size == 2 and not llm.finished_reqs
+    llm.shutdown()
+
+
 # ---------------------------------------------------------------- 引擎一侧：工作线程
 
 
