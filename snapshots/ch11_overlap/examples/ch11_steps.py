@@ -158,6 +158,7 @@ def gil_profile(path, num_reqs: int, max_tokens: int) -> dict[str, tuple[float, 
 
     torch 的 Python 绑定在执行算子时放开 GIL；profiler 记下每个算子的起止，
     一段时间减去其中顶层算子的时间，剩下的就是解释器在跑 Python、拿着 GIL 的时间。
+    每一段取各步的中位数：机器忙时个别步被操作系统打断，中位数不受它影响。
     """
     from torch.profiler import ProfilerActivity, profile
 
@@ -171,17 +172,15 @@ def gil_profile(path, num_reqs: int, max_tokens: int) -> dict[str, tuple[float, 
     with _quiet_fd2(), profile(activities=[ProfilerActivity.CPU]) as prof:
         llm.generate(prompts, SamplingParams(max_tokens=max_tokens, ignore_eos=True))
     llm.shutdown()
-    total: dict[str, float] = defaultdict(float)
-    in_ops: dict[str, float] = defaultdict(float)
-    count: dict[str, int] = defaultdict(int)
+    spans: dict[str, list[float]] = defaultdict(list)
+    held: dict[str, list[float]] = defaultdict(list)
     for event in prof.events():
         if event.name.startswith("minisgl::"):
             label = event.name.removeprefix("minisgl::")
-            total[label] += event.cpu_time_total
-            count[label] += 1
-            in_ops[label] += _top_level_op_time(event)
-    return {label: (total[label] / count[label] / 1e3,
-                    (total[label] - in_ops[label]) / count[label] / 1e3) for label in labels}
+            spans[label].append(event.cpu_time_total / 1e3)
+            held[label].append((event.cpu_time_total - _top_level_op_time(event)) / 1e3)
+    return {label: (statistics.median(spans[label]), statistics.median(held[label]))
+            for label in labels}
 
 
 @contextmanager
