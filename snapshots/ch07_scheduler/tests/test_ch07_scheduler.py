@@ -1,6 +1,9 @@
 """第 7 章：调度器与离线接口。贪心输出和 HF 逐 token 相同，调度设置怎么变都一样；
 停止规则（正好 max_tokens 个、EOS）、接纳规则（先来先服务、按最坏情况预留页、token 预算）、
-decode 批的顺序、坏请求只影响它自己。"""
+decode 批的顺序、坏请求只影响它自己。
+
+这些测试讲的是没有前缀缓存的调度，所以都显式写 cache_type="naive"：后面的章节换了默认的缓存
+（第 9 章起是 radix，跑完会留下缓存的页），这一章的测试在那些章的树里照样成立。"""
 
 from __future__ import annotations
 
@@ -53,21 +56,33 @@ def tokens_of(steps: list[list[ReqOutput]]) -> dict[int, list[int]]:
     return out
 
 
+# 关于 KV 页的断言都经过下面两个函数：后面的章（CacheManager、前缀缓存）改了页的记账，只改这里
+
+
+def free_pages(sched: Scheduler) -> int:
+    return sched.page_allocator.num_free_pages
+
+
 def assert_all_returned(sched: Scheduler) -> None:
     """空闲时页表的行和 KV 页全部还回来了。"""
     assert not sched.runnable
     assert sched.table_manager.available_size == sched.config.max_running_req
-    assert sched.page_allocator.num_free_pages == sched.engine.num_pages
+    assert free_pages(sched) == sched.engine.num_pages
 
 
 # ---------------------------------------------------------------- 贪心输出与 HF 一致
 
 
-@pytest.mark.parametrize("model", [smollm2, tiny_qwen3], ids=["smollm2", "tiny_qwen3"])
-@pytest.mark.parametrize("rows,page_size,budget", [(2, 1, 8192), (8, 4, 8192), (3, 2, 8)])
+SETTINGS = [(2, 1, 8192), (8, 4, 8192), (3, 2, 8)]  # (max_running_req, page_size, max_extend_tokens)
+
+
+@pytest.mark.parametrize("model,rows,page_size,budget",
+                         [(smollm2, *SETTINGS[0]), (smollm2, *SETTINGS[2])]  # SmolLM2 慢：两种设置
+                         + [(tiny_qwen3, *s) for s in SETTINGS],
+                         ids=["smollm2-2-1-8192", "smollm2-3-2-8"] + [f"tiny_qwen3-{r}-{p}-{b}" for r, p, b in SETTINGS])
 def test_greedy_matches_hf_whatever_the_scheduling(model, rows, page_size, budget):
     path = model()
-    llm = LLM(path, max_running_req=rows, page_size=page_size, max_extend_tokens=budget,
+    llm = LLM(path, cache_type="naive", max_running_req=rows, page_size=page_size, max_extend_tokens=budget,
               num_page_override=256 // page_size, max_seq_len_override=64)
     max_tokens = [7, 3, 11, 5]
     prompts = [encode(path, t) for t in TEXTS]
@@ -85,7 +100,7 @@ def test_greedy_matches_hf_whatever_the_scheduling(model, rows, page_size, budge
 ])
 def test_greedy_matches_hf_on_tiny_qwen3_under_more_settings(rows, page_size, budget, pages):
     path = tiny_qwen3()
-    llm = LLM(path, max_running_req=rows, page_size=page_size, max_extend_tokens=budget,
+    llm = LLM(path, cache_type="naive", max_running_req=rows, page_size=page_size, max_extend_tokens=budget,
               num_page_override=pages, max_seq_len_override=28)
     prompts = [encode(path, t) for t in TEXTS] + [[7, 8, 9], list(range(100, 112))]
     max_tokens = [9, 2, 14, 5, 1, 12]
@@ -98,7 +113,7 @@ def test_greedy_matches_hf_on_tiny_qwen3_under_more_settings(rows, page_size, bu
 
 def test_generate_accepts_strings_and_token_ids_and_can_be_called_again():
     path = tiny_qwen3()
-    llm = LLM(path, max_running_req=2, page_size=4, num_page_override=32, max_seq_len_override=48)
+    llm = LLM(path, cache_type="naive", max_running_req=2, page_size=4, num_page_override=32, max_seq_len_override=48)
     first = llm.generate(["Once upon a time,", encode(path, "Once upon a time,")], greedy(6, ignore_eos=True))
     assert first[0] == first[1]  # 文字和它的 token id 是同一个请求
     assert first[0]["token_ids"] == hf_ref(path, encode(path, "Once upon a time,"), 6)
@@ -115,7 +130,7 @@ def test_generate_accepts_strings_and_token_ids_and_can_be_called_again():
 @pytest.mark.parametrize("page_size", [1, 4])
 def test_exactly_max_tokens_never_one_fewer(page_size):
     path = tiny_qwen3()
-    llm = LLM(path, max_running_req=8, page_size=page_size, num_page_override=128 // page_size,
+    llm = LLM(path, cache_type="naive", max_running_req=8, page_size=page_size, num_page_override=128 // page_size,
               max_seq_len_override=32)  # 8 个请求的最坏情况同时放得下：一起 prefill
     prompt = [11, 12, 13, 14, 15]
     max_tokens = [1, 2, 3, 4, 5, 8, 11, 27]  # 27 = 32 - 5：正好顶到 max_seq_len
@@ -134,7 +149,7 @@ def test_exactly_max_tokens_never_one_fewer(page_size):
 
 def test_stops_at_eos_and_leaves_it_out_unless_ignore_eos():
     path = smollm2()
-    llm = LLM(path, max_running_req=4, page_size=4, num_page_override=64, max_seq_len_override=64)
+    llm = LLM(path, cache_type="naive", max_running_req=4, page_size=4, num_page_override=64, max_seq_len_override=64)
     chat = list(llm.tokenizer.apply_chat_template(
         [{"role": "user", "content": "What is the capital of France?"}],
         add_generation_prompt=True, tokenize=True, return_dict=False))
@@ -161,7 +176,7 @@ def test_stops_at_eos_and_leaves_it_out_unless_ignore_eos():
 
 
 def test_too_long_prompt_is_an_error_and_nothing_runs():
-    llm = LLM(tiny_qwen3(), max_running_req=2, num_page_override=32, max_seq_len_override=32)
+    llm = LLM(tiny_qwen3(), cache_type="naive", max_running_req=2, num_page_override=32, max_seq_len_override=32)
     with pytest.raises(ValueError, match="第 1 个提示"):
         llm.generate([[1, 2, 3], list(range(1, 31))], SamplingParams(max_tokens=4))
     assert not llm.runnable
@@ -172,12 +187,12 @@ def test_too_long_prompt_is_an_error_and_nothing_runs():
 
 def test_a_bad_request_is_refused_and_the_running_ones_finish():
     path = tiny_qwen3()
-    llm = LLM(path, max_running_req=2, page_size=4, num_page_override=16, max_seq_len_override=24)
+    llm = LLM(path, cache_type="naive", max_running_req=2, page_size=4, num_page_override=16, max_seq_len_override=24)
     a, b = [5, 6, 7, 8], [9, 10, 11]
     llm.add_req(0, ids(a), greedy(10, ignore_eos=True))
     llm.add_req(1, ids(b), greedy(6, ignore_eos=True))
     steps = [llm.step(), llm.step()]
-    free_rows, free_pages = llm.table_manager.available_size, llm.page_allocator.num_free_pages
+    before = llm.table_manager.available_size, free_pages(llm)
     bad = [
         (2, list(range(1, 22)), 4, "超过了引擎能放下的 24 个 token"),  # 21 + 4 > 24
         (0, [1, 2], 3, "uid 重复"),  # 请求 0 还在跑
@@ -189,7 +204,7 @@ def test_a_bad_request_is_refused_and_the_running_ones_finish():
             llm.add_req(uid, ids(prompt), greedy(n))
     # 什么都没变：没排进队列，也没占行、占页
     assert not llm.prefill_manager.runnable
-    assert (llm.table_manager.available_size, llm.page_allocator.num_free_pages) == (free_rows, free_pages)
+    assert (llm.table_manager.available_size, free_pages(llm)) == before
     llm.add_req(5, ids(list(range(1, 21))), greedy(4, ignore_eos=True))  # 20 + 4 = 24：正好放得下
     got = tokens_of(steps + run_to_end(llm))
     assert got[0] == hf_ref(path, a, 10) and got[1] == hf_ref(path, b, 6)
@@ -200,7 +215,7 @@ def test_a_bad_request_is_refused_and_the_running_ones_finish():
 
 def test_abort_frees_a_running_request_and_drops_a_pending_one():
     path = tiny_qwen3()
-    llm = LLM(path, max_running_req=2, page_size=2, num_page_override=32, max_seq_len_override=32)
+    llm = LLM(path, cache_type="naive", max_running_req=2, page_size=2, num_page_override=32, max_seq_len_override=32)
     for uid in range(4):
         llm.add_req(uid, ids([20 + uid, 30, 40]), greedy(8, ignore_eos=True))
     steps = [llm.step(), llm.step()]  # 0、1 在跑，2、3 在排队
@@ -226,7 +241,7 @@ def test_mixed_sampling_params_one_per_prompt():
               SamplingParams(temperature=1.2, top_p=0.9, max_tokens=3, ignore_eos=True)]
     runs = []
     for _ in range(2):  # 同一个种子跑两遍：采样的请求也一样
-        llm = LLM(path, max_running_req=3, page_size=4, num_page_override=64, max_seq_len_override=64)
+        llm = LLM(path, cache_type="naive", max_running_req=3, page_size=4, num_page_override=64, max_seq_len_override=64)
         runs.append(llm.generate(prompts, params))
         assert_all_returned(llm)
         llm.shutdown()
@@ -239,7 +254,7 @@ def test_mixed_sampling_params_one_per_prompt():
 
 
 def test_sampling_params_list_must_match_the_prompts():
-    llm = LLM(tiny_qwen3(), max_running_req=2, num_page_override=32, max_seq_len_override=32)
+    llm = LLM(tiny_qwen3(), cache_type="naive", max_running_req=2, num_page_override=32, max_seq_len_override=32)
     with pytest.raises(ValueError, match="一样多"):
         llm.generate([[1, 2], [3, 4]], [greedy(3)])
     with pytest.raises(ValueError, match="第 1 个提示"):
@@ -252,7 +267,7 @@ def test_sampling_params_list_must_match_the_prompts():
 
 
 def test_decode_batch_keeps_admission_order():
-    llm = LLM(tiny_qwen3(), max_running_req=4, page_size=4, num_page_override=64, max_seq_len_override=32)
+    llm = LLM(tiny_qwen3(), cache_type="naive", max_running_req=4, page_size=4, num_page_override=64, max_seq_len_override=32)
     uids, lens = [42, 7, 19, 3, 88], [6, 3, 5, 4, 2]  # uid 的大小和到达的顺序无关
     for uid, n in zip(uids, lens):
         llm.add_req(uid, ids([uid, 1, 2]), greedy(n, ignore_eos=True))
@@ -270,7 +285,7 @@ def test_decode_batch_keeps_admission_order():
 def test_fcfs_does_not_let_a_small_request_jump_the_queue():
     # 池子 8 页 × 4 = 32 个 token。请求 0 最坏要 ceil((4 + 20 - 1) / 4) = 6 页；
     # 请求 1 要 ceil((8 + 8 - 1) / 4) = 4 页，放不下；排在它后面的请求 2 只要 1 页，也不许插队
-    llm = LLM(tiny_qwen3(), max_running_req=4, page_size=4, num_page_override=8, max_seq_len_override=32)
+    llm = LLM(tiny_qwen3(), cache_type="naive", max_running_req=4, page_size=4, num_page_override=8, max_seq_len_override=32)
     llm.add_req(0, ids([1, 2, 3, 4]), greedy(20, ignore_eos=True))
     llm.add_req(1, ids(list(range(10, 18))), greedy(8, ignore_eos=True))
     llm.add_req(2, ids([5]), greedy(2, ignore_eos=True))
@@ -284,7 +299,7 @@ def test_fcfs_does_not_let_a_small_request_jump_the_queue():
 def test_admission_reserves_the_worst_case_so_no_request_runs_out_of_pages():
     # 每个请求最坏 ceil((5 + 8 - 1) / 4) = 3 页；7 页的池子同时只能放 2 个，后两个要等前两个还页
     path = tiny_qwen3()
-    llm = LLM(path, max_running_req=4, page_size=4, num_page_override=7, max_seq_len_override=28)
+    llm = LLM(path, cache_type="naive", max_running_req=4, page_size=4, num_page_override=7, max_seq_len_override=28)
     prompts = [[60 + i, 61, 62, 63, 64] for i in range(4)]
     for uid, prompt in enumerate(prompts):
         llm.add_req(uid, ids(prompt), greedy(8, ignore_eos=True))
@@ -299,7 +314,7 @@ def test_admission_reserves_the_worst_case_so_no_request_runs_out_of_pages():
 
 
 def test_token_budget_limits_a_prefill_batch_but_always_takes_the_first():
-    llm = LLM(tiny_qwen3(), max_running_req=8, page_size=4, max_extend_tokens=8,
+    llm = LLM(tiny_qwen3(), cache_type="naive", max_running_req=8, page_size=4, max_extend_tokens=8,
               num_page_override=64, max_seq_len_override=32)
     for uid, n in enumerate([12, 3, 4, 2, 5]):
         llm.add_req(uid, ids(list(range(1, n + 1))), greedy(2, ignore_eos=True))
