@@ -354,7 +354,7 @@ run("python examples/ch11_overlap.py")
 # %% [markdown]
 # ## 测试
 #
-# 本章的测试在 `tests/test_ch11_overlap.py`：重叠模式的输出与 HF 一致（SmolLM2 和 tiny Qwen3，页表只有 2 行，请求陆续进出）；开关和坏值的报错；工作线程按顺序执行、异常原样抛出；四个竞态各一个测试。每个竞态测试都用“把那条规矩去掉”的版本试过，会失败。规矩 3 的测试：
+# 本章的测试在 `tests/test_ch11_overlap.py`：重叠模式的输出与 HF 一致（SmolLM2 和 tiny Qwen3，页表只有 2 行，请求陆续进出；再加上共享前缀和很小的 token 预算）；开关和坏值的报错；工作线程按顺序执行、异常原样抛出；四个竞态各一个测试。每个竞态测试都用“把那条规矩去掉”的版本试过，会失败。规矩 3 的测试：
 
 # %% tags=["remove-input"]
 listing("tests/test_ch11_overlap.py", "test_race3_a_row_is_reused_only_after_the_inflight_write")
@@ -363,7 +363,7 @@ listing("tests/test_ch11_overlap.py", "test_race3_a_row_is_reused_only_after_the
 run("python -m pytest -q --color=no tests/test_ch11_overlap.py -k race")
 
 # %% [markdown]
-# 第 6、7 章的测试在本章的树里也要通过（`steps.py check 11` 会重跑它们）：它们默认走重叠模式，所以第 7 章的批量生成与 HF 一致，也是重叠模式的测试。
+# 第 7–10 章的测试是按“一步当场返回这一步的结果”写的（数每一步的输出、某一步之后查页数），重叠时结果晚一步，这些断言就不成立了。`steps.py check 11` 重跑它们时，本章的 `tests/conftest.py` 让它们关掉重叠运行；重叠模式下的批量生成、前缀缓存、小 token 预算由本章自己的测试覆盖。
 
 # %% [markdown]
 # ## 怎么讲清楚
