@@ -399,7 +399,7 @@ def test_llm_small_pool_admits_by_worst_case_and_output_equals_hf(models, name, 
     path = models[name]
     total = 48 // page_size
     llm = LLM(path, max_running_req=8, page_size=page_size, num_page_override=total,
-              max_seq_len_override=64)
+              max_seq_len_override=64, cache_type="naive")  # 不缓存的路径（第 9 章起默认换成 radix）
     rng = random.Random(page_size)
     prompts = [[rng.randrange(100, 2000) for _ in range(rng.randint(3, 9))] for _ in range(5)]
     max_tokens = [rng.randint(4, 16) for _ in prompts]
@@ -453,7 +453,7 @@ def test_llm_dropping_one_free_is_caught_when_the_scheduler_goes_idle(models, mo
     from minisgl.llm import LLM
 
     llm = LLM(models["tiny_qwen3"], max_running_req=2, page_size=2, num_page_override=16,
-              max_seq_len_override=32)
+              max_seq_len_override=32, cache_type="naive")  # 不缓存的路径（第 9 章起默认换成 radix）
     free_pages = llm.page_allocator.free_pages
     monkeypatch.setattr(llm.page_allocator, "free_pages",
                         lambda pages: free_pages(list(pages)[:-1]))  # 每次还页都漏掉最后一页
@@ -466,7 +466,7 @@ def test_llm_abort_of_a_running_request_returns_its_pages(models):
     from minisgl.llm import LLM
 
     llm = LLM(models["tiny_qwen3"], max_running_req=2, page_size=4, num_page_override=16,
-              max_seq_len_override=32)
+              max_seq_len_override=32, cache_type="naive")  # 不缓存的路径（第 9 章起默认换成 radix）
     llm.add_req(0, torch.tensor([1, 2, 3, 4, 5], dtype=torch.int32), SamplingParams(max_tokens=9))
     llm.step()
     llm.step()
