@@ -282,7 +282,7 @@ for cls in (LLM, FreeOnAbort):
 run("python examples/ch11_gil.py")
 
 # %% [markdown]
-# `time.sleep` 不拿 GIL，重叠的一步接近 max；torch 算子放开 GIL，但和前向抢两个核里的 CPU；纯 Python 一直拿着 GIL，前向线程每个算子都要等它让出来（解释器每 `sys.getswitchinterval()` 秒强制换手一次），重叠的一步接近甚至超过依次执行。换手间隔改小，前向等得少，调度器线程被打断得多，两头都付了换手的代价。
+# `time.sleep` 不拿 GIL，重叠的一步接近 max；torch 算子也放开 GIL，但它和前向抢的是 CPU 核；纯 Python 一直拿着 GIL，前向线程每发一个算子都要等它让出来，重叠的一步接近甚至超过依次执行。最后几行改的是 `sys.setswitchinterval`：纯 Python 线程一次最多拿着 GIL 多久，到点解释器就强制换手。两个线程都要 CPU 时，能不能并行还要看机器上有没有空闲的核。
 #
 # 真实调度器里也是这样。同样的 decode，在“处理”里分别注入 20 ms 的 sleep 和 20 ms 的纯 Python，两种模式轮流各跑 3 遍：
 
