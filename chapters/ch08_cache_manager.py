@@ -196,7 +196,7 @@ listing("minisgl/scheduler/cache.py", "CacheManager.cache_req")
 #
 #     上游的 `CacheManager.cache_req`（`python/minisgl/scheduler/cache.py`，提交 20fcd7f）对 `[old_handle.cached_len, cached_len)` 这一段调用 `_free`：缓存里已经有同样的前缀，这一行的那几页就还回空闲栈。可这一行的页表还指着它们，请求还要接着 decode，注意力每一步都读这几页。什么时候会出现这一段？两个前缀相同的请求在同一个 prefill 批里：谁都没命中（插入发生在 prefill 之后），先插入的那个存下，后插入的那个发现“已经有了”，于是把自己的页还了。下一次分配把这几页交给第三个请求，它写进自己的 K/V，第二个请求读到的前缀就变了，不报错。
 #
-#     我们的页按持有者计数，这一段既不还、也不交给缓存：页表指着的页，这一行一直持有。测试 `test_duplicate_prefix_in_one_batch_stays_with_its_row_until_it_ends` 用一个测试专用的字典前缀缓存复现这个场景：第三个请求把空闲页全部要走，也拿不到第二个请求还指着的页；把 `cache_req` 改成上游的做法，这个测试和随机负载的测试都会失败。第 9 章有了真正会命中的基数树，同一批里的相同前缀会经常出现。
+#     我们的页按持有者计数，这一段既不还、也不交给缓存：页表指着的页，这一行一直持有。测试 `test_duplicate_prefix_in_one_batch_stays_with_its_row_until_it_ends` 用一个测试专用的字典前缀缓存复现这个场景：第三个请求把空闲页全部要走，也拿不到第二个请求还指着的页；把 `cache_req` 改成上游的做法，这个测试和随机负载的测试都会失败。第 9 章有了真正会命中的radix 树，同一批里的相同前缀会经常出现。
 
 # %% [markdown]
 # ## 空闲时核对账目
@@ -222,7 +222,7 @@ assert leaky.page_allocator.num_free_pages == 15
 leaky.shutdown()
 
 # %% [markdown]
-# 最后一个请求结束的那一步，`step()` 发现没有可跑的请求，调用 `run_when_idle()`，错误当场暴露，而不是等到池子用光。上游的核对只有第一条等式，它的基数树的 `check_integrity` 是空的（第 9 章补上）。
+# 最后一个请求结束的那一步，`step()` 发现没有可跑的请求，调用 `run_when_idle()`，错误当场暴露，而不是等到池子用光。上游的核对只有第一条等式，它的radix 树的 `check_integrity` 是空的（第 9 章补上）。
 
 # %% [markdown]
 # ## 运行

@@ -714,6 +714,170 @@ def cache_req(pool, cache, row_pages, tokens, cached_len, *, page_size, finished
         pool.release(list(row_pages))
     return cached_len
 ''', expect="只收整页"),
+    # ---- 027 按整页匹配和插入的 radix 树
+    Cheat("027_radix_match_insert", "匹配停在节点中间时不切分", '''
+def _match_without_split(self, ids):
+    ids, node, matched, values = list(ids), self.root, 0, []
+    while matched < len(ids):
+        rest = ids[matched:]
+        child = node.children.get(tuple(rest[: self.page_size]))
+        if child is None:
+            break
+        n = 0
+        while n < min(len(child.key), len(rest)) and child.key[n] == rest[n]:
+            n += 1
+        n -= n % self.page_size
+        values, matched = values + child.value[:n], matched + n
+        if n < len(child.key):
+            break
+        node = child
+    return matched, values
+
+
+RadixTree.match = _match_without_split
+''', expect="切成两段"),
+    Cheat("027_radix_match_insert", "新节点直接存调用者的列表（不拷贝）", '''
+def _insert_without_copy(self, ids, values):
+    if len(ids) != len(values):
+        raise ValueError("长度不同")
+    n = len(ids) - len(ids) % self.page_size
+    node, matched = self._walk(list(ids[:n]))
+    if matched < n:
+        whole = matched == 0 and n == len(ids)
+        child = Node(ids if whole else ids[matched:n], values if whole else values[matched:n], node)
+        node.children[tuple(child.key[: self.page_size])] = child
+    return matched
+
+
+RadixTree.insert = _insert_without_copy
+''', expect="拷贝"),
+    Cheat("027_radix_match_insert", "不建树：一个字典记住每个整页前缀", '''
+class RadixTree:
+    def __init__(self, page_size):
+        self.page_size, self.root, self.pages = page_size, Node([], [], None), {}
+
+    def match(self, ids):
+        n, values = 0, []
+        while n + self.page_size <= len(ids) and tuple(ids[: n + self.page_size]) in self.pages:
+            values += self.pages[tuple(ids[: n + self.page_size])]
+            n += self.page_size
+        return n, values
+
+    def insert(self, ids, values):
+        if len(ids) != len(values):
+            raise ValueError("长度不同")
+        cached = self.match(ids)[0]
+        for end in range(cached + self.page_size, len(ids) - len(ids) % self.page_size + 1, self.page_size):
+            self.pages[tuple(ids[:end])] = list(values[end - self.page_size : end])
+        return cached
+''', expect="孩子表"),
+    # ---- 028 锁计数与 LRU 逐出
+    Cheat("028_radix_lock_evict", "锁从父节点开始，句柄自己的节点没锁上", '''
+_lock = RadixCache.lock
+
+
+def _lock_from_parent(self, node, unlock=False):
+    if node is not self.root:
+        _lock(self, node.parent, unlock)
+
+
+RadixCache.lock = _lock_from_parent
+''', expect="自己的节点没锁上"),
+    Cheat("028_radix_lock_evict", "先逐出最近用过的叶子", '''
+def _evict_newest(self, size):
+    if size > self.evictable_size:
+        raise ValueError("不够")
+    evicted = []
+    while len(evicted) < size:
+        leaves, stack = [], list(self.root.children.values())
+        while stack:
+            node = stack.pop()
+            stack.extend(node.children.values())
+            if not node.children and node.ref_count == 0:
+                leaves.append(node)
+        leaf = max(leaves, key=lambda n: n.last_access)
+        del leaf.parent.children[tuple(leaf.key[: self.page_size])]
+        evicted += leaf.value
+        self.evictable_size -= len(leaf.key)
+    return evicted
+
+
+RadixCache.evict = _evict_newest
+''', expect="最久没用"),
+    Cheat("028_radix_lock_evict", "把 size 当成页数（上游 #80 的反面）", '''
+_evict = RadixCache.evict
+
+
+def _evict_pages(self, size):
+    return _evict(self, size // self.page_size)  # 调用者把 token 数当页数传
+
+
+RadixCache.evict = _evict_pages
+''', expect="按 token 计"),
+    # ---- 029 radix 缓存的自检
+    Cheat("029_radix_integrity", "只重新数两个总数", '''
+def check_integrity(cache):
+    evictable = protected = 0
+    stack = list(cache.root.children.values())
+    while stack:
+        node = stack.pop()
+        stack.extend(node.children.values())
+        if node.ref_count == 0:
+            evictable += len(node.key)
+        else:
+            protected += len(node.key)
+    if (evictable, protected) != (cache.evictable_size, cache.protected_size):
+        raise ValueError("记账不符")
+''', expect="孩子们的计数之和"),
+    Cheat("029_radix_integrity", "父节点的计数只和最大的孩子比", '''
+_check = check_integrity
+
+
+def check_integrity(cache):
+    stack = [cache.root]
+    while stack:
+        node = stack.pop()
+        stack.extend(node.children.values())
+        for child in node.children.values():
+            if node is not cache.root and node.ref_count < child.ref_count:
+                raise ValueError("孩子的计数比父节点多")
+    saved = [(n, n.ref_count) for n in _all(cache)]
+    for n, _ in saved:  # 把"之和"那条规矩骗过去：父节点的计数临时抬高到孩子之和
+        n.ref_count = max(n.ref_count, sum(c.ref_count for c in n.children.values()))
+    try:
+        _check(cache)
+    finally:
+        for n, r in saved:
+            n.ref_count = r
+
+
+def _all(cache):
+    out, stack = [], list(cache.root.children.values())
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        stack.extend(node.children.values())
+    return out
+''', expect="孩子们的计数之和"),
+    Cheat("029_radix_integrity", "不查同一个槽位出现两次", '''
+_check = check_integrity
+
+
+def check_integrity(cache):
+    import builtins
+
+    original = builtins.set
+
+    class _Blind(original):  # 让参考答案里的"见过的槽位"永远是空的
+        def intersection(self, *others):
+            return original()
+
+    globals()["set"] = _Blind
+    try:
+        _check(cache)
+    finally:
+        del globals()["set"]
+''', expect="同一页槽位出现在两个节点里"),
     # ---- 033 两段流水线的时间
     Cheat("033_pipeline_timeline", "每一步单独取 max，不模拟等待往后传", """
 def pipeline_time(prepare, forward, process):

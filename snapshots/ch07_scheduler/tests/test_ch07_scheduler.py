@@ -8,6 +8,7 @@ decode 批的顺序、坏请求只影响它自己。
 from __future__ import annotations
 
 import functools
+import importlib
 
 import pytest
 import torch
@@ -313,13 +314,27 @@ def test_admission_reserves_the_worst_case_so_no_request_runs_out_of_pages():
     llm.shutdown()
 
 
-def test_token_budget_limits_a_prefill_batch_but_always_takes_the_first():
+def test_token_budget_limits_a_prefill_batch():
     llm = LLM(tiny_qwen3(), cache_type="naive", max_running_req=8, page_size=4, max_extend_tokens=8,
               num_page_override=64, max_seq_len_override=32)
-    for uid, n in enumerate([12, 3, 4, 2, 5]):
+    for uid, n in enumerate([8, 3, 4, 2, 5]):
         llm.add_req(uid, ids(list(range(1, n + 1))), greedy(2, ignore_eos=True))
     orders = [[o.uid for o in step] for step in run_to_end(llm)]
-    # 12 个 token 超过预算 8，排在队首也收下，独自一批；3 + 4 ≤ 8，再加 2 就超了；然后 2 + 5
+    # 8 个 token 正好用完预算，独自一批；3 + 4 ≤ 8，再加 2 就超了；然后 2 + 5
     assert orders == [[0], [1, 2], [3, 4], [0, 1, 2, 3, 4]]
+    assert_all_returned(llm)
+    llm.shutdown()
+
+
+def test_a_first_request_longer_than_the_budget_is_taken_whole():
+    if hasattr(importlib.import_module("minisgl.scheduler.prefill"), "ChunkedReq"):
+        pytest.skip("第 10 章起，超过预算的请求改为分块 prefill（见 tests/test_ch10_chunked_prefill.py）")
+    llm = LLM(tiny_qwen3(), cache_type="naive", max_running_req=8, page_size=4, max_extend_tokens=8,
+              num_page_override=64, max_seq_len_override=32)
+    for uid, n in enumerate([12, 3]):
+        llm.add_req(uid, ids(list(range(1, n + 1))), greedy(2, ignore_eos=True))
+    orders = [[o.uid for o in step] for step in run_to_end(llm)]
+    # 12 个 token 超过预算 8，排在队首也收下（否则它永远进不来），独自一批
+    assert orders == [[0], [1], [0, 1]]
     assert_all_returned(llm)
     llm.shutdown()

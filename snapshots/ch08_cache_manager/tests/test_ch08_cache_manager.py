@@ -27,7 +27,7 @@ from minisgl.scheduler.cache import CacheManager
 
 # ================================================================ 测试用的前缀缓存
 # 一个最直白的实现：每个整页前缀一条记录，键是到这一页为止的全部 token。它只用来
-# 检验 CacheManager 的记账（第 9 章的基数树是正式实现）。
+# 检验 CacheManager 的记账（第 9 章的radix 树是正式实现）。
 
 
 @dataclass

@@ -118,7 +118,7 @@ class BasePrefixCache(ABC):
     def match_prefix(self, input_ids: torch.Tensor) -> MatchResult:
         """找出缓存里与 input_ids 开头相同的最长一段（整页）。
 
-        不增删缓存的内容（基数树可以拆分节点、刷新访问时间）。返回的句柄没有锁住：
+        不增删缓存的内容（radix 树可以拆分节点、刷新访问时间）。返回的句柄没有锁住：
         在 lock_handle 之前发生一次 evict，它的槽位就可能被逐出。
         """
 
