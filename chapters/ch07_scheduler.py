@@ -38,7 +38,7 @@ setup(7)
 # %% [markdown]
 # ## 本章要回顾的文件
 #
-# 本章在 `minisgl/scheduler/` 里新建调度器的五个文件，新建离线接口 `minisgl/llm/` 和读分词器的 `minisgl/utils/hf.py`；包的 `__init__.py` 改为导出 `Scheduler`、`SchedulerConfig`。
+# 本章在 `minisgl/scheduler/` 里新建调度器的五个文件，新建离线接口 `minisgl/llm/` 和读分词器的 `minisgl/utils/hf.py`；`scheduler/__init__.py` 改为导出 `Scheduler`、`SchedulerConfig`。
 
 # %% tags=["remove-input"]
 header()
@@ -117,7 +117,7 @@ plt.tight_layout()
 plt.show()
 
 # %% [markdown]
-# 静态批处理的第一批里，4 个 token 的请求第 4 步就走了，它的行却要陪 64 个 token 的请求空等六十来步，批大小一路掉到 1，后面 4 个请求只能干等。连续批处理每当有行空出来，下一步就接进队首的请求，批大小几乎一直是 4，步数从 120 降到 68。后到的 4 个请求（uid 4–7）因此早结束得多；先进来的请求却不一定更快：它们要陪新请求 prefill，每步的批也更大（见延迟图）。
+# 静态批处理的第一批里，4 个 token 的请求第 4 步就走了，它的行却要陪 64 个 token 的请求空等六十来步，批大小一路掉到 1，后面 4 个请求只能干等。连续批处理每当有行空出来，下一步就接进队首的请求，批大小几乎一直是 4，步数从 120 降到 68。排在后面的 4 个请求（uid 4–7）因此早结束得多；先进来的请求却不一定更快：它们要陪新请求 prefill，每步的批也更大（见延迟图）。
 #
 # ??? note "深入：步数少为什么就快——以及这台 CPU 上的一个意外"
 #
@@ -163,7 +163,7 @@ listing("minisgl/scheduler/scheduler.py", "Scheduler.step")
 listing("minisgl/scheduler/scheduler.py", "Scheduler._schedule_next_batch")
 
 # %% [markdown]
-# 只要队列里有请求能接纳，这一步就只做 prefill。上图连续批处理里那几根批大小为 1 的橙色柱子就是代价：那一步在跑的 3 个请求一个 token 都没出。换来的是新请求早一步进入 decode 批，之后每一步都是满的 4 个。
+# 只要队列里有请求能接纳，这一步就只做 prefill。前面批大小图里，连续批处理那几根批大小为 1 的橙色柱子就是代价：那一步在跑的 3 个请求一个 token 都没出。换来的是新请求早一步进入 decode 批，之后每一步都是满的 4 个。
 #
 # 排队的请求由 `PrefillManager` 管，它从队首起一个个试，[接纳](../glossary.md#admission)不了就停：
 
@@ -181,7 +181,7 @@ listing("minisgl/scheduler/prefill.py", "PrefillAdder.try_add_one")
 #
 # ## 按最坏情况留页：接纳了就不会半路没页
 #
-# 请求一旦接纳就一直跑到结束，本书不做抢占。所以接纳时要按它生成满 `max_tokens` 算：提示 + `max_tokens` − 1 个 token 的页（最后采样出的 token 不再进模型）。在跑的请求也一样，它们将来还要的页先扣掉：
+# 请求一旦接纳就一直跑到结束，本书不做抢占。所以接纳时要按它生成到第 `max_tokens` 个 token 为止算：提示 + `max_tokens` − 1 个 token 的页（最后采样出的 token 不再进模型）。在跑的请求也一样，它们将来还要的页先扣掉：
 
 # %% tags=["remove-input"]
 listing("minisgl/scheduler/decode.py", "DecodeManager.inflight_pages")
@@ -195,6 +195,17 @@ from minisgl.kvcache import OutOfPagesError
 from minisgl.llm import LLM
 
 
+def runs(batches: list[list[int]]) -> str:
+    """连续相同的批并成一项：[0, 1]×5 表示这样的批连着 5 步。"""
+    merged: list[list] = []
+    for b in batches:
+        if merged and merged[-1][0] == b:
+            merged[-1][1] += 1
+        else:
+            merged.append([b, 1])
+    return "、".join(f"{b}×{n}" if n > 1 else f"{b}" for b, n in merged)
+
+
 def small_pool_run(forget_running: bool) -> None:
     llm = LLM(tiny_qwen3(), max_running_req=4, page_size=4, num_page_override=7, max_seq_len_override=28)
     if forget_running:  # 错误的版本：不给在跑的请求预留将来要的页
@@ -206,10 +217,10 @@ def small_pool_run(forget_running: bool) -> None:
     try:
         while llm.runnable:
             batches.append([o.uid for o in llm.step()])
-        print(f"  每一步的批：{batches}")
+        print(f"  每一步的批：{runs(batches)}")
         assert llm.page_allocator.num_free_pages == 7
     except OutOfPagesError as e:
-        print(f"  每一步的批：{batches}\n  第 {len(batches) + 1} 步：OutOfPagesError：{e}")
+        print(f"  每一步的批：{runs(batches)}\n  第 {len(batches) + 1} 步：OutOfPagesError：{e}")
     llm.shutdown()
 
 
@@ -369,7 +380,7 @@ run("python examples/ch07_scheduler.py")
 # %% [markdown]
 # ## 测试
 #
-# 本章的测试在 `tests/test_ch07_scheduler.py`。贪心输出在 SmolLM2 和 tiny Qwen3、各种 `max_running_req` / `page_size` / `max_extend_tokens` 下与 HF 逐 token 相同；停止规则有两条：正好 `max_tokens` 个（从 1 到顶满 `max_seq_len`，一个不少、一步不多），和在第一个 EOS 处停（与 HF 的输出在第一个 EOS 处截断后相同；`ignore_eos` 时生成满）。先来先服务也有专门的测试：
+# 本章的测试在 `tests/test_ch07_scheduler.py`。贪心输出在 SmolLM2 和 tiny Qwen3、各种 `max_running_req` / `page_size` / `max_extend_tokens` 下与 HF 逐 token 相同；停止规则有两条：正好 `max_tokens` 个（从 1 到提示 + `max_tokens` 正好等于 `max_seq_len`，一个不少、一步不多），和在第一个 EOS 处停（与 HF 的输出在第一个 EOS 处截断后相同；`ignore_eos` 时一直生成到 `max_tokens` 个）。先来先服务也有专门的测试：
 
 # %% tags=["remove-input"]
 listing("tests/test_ch07_scheduler.py", "test_fcfs_does_not_let_a_small_request_jump_the_queue")

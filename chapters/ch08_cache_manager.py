@@ -14,7 +14,7 @@
 # %% [markdown]
 # # 第 8 章 CacheManager
 #
-# 第 7 章的调度器直接拿着 PageAllocator：一页只属于一个请求，请求结束就还。下一章的[前缀缓存](../glossary.md#prefix-cache)要让几个请求共用同一批页，页不够时还要把缓存的页[逐出](../glossary.md#evict)，于是“谁还指着这一页、什么时候能还”必须有一处统一记账。这一章写这一处：[CacheManager](../glossary.md#cache-manager) 组合分配器和一个可替换的前缀缓存接口，页按持有者计数，准入按[最坏情况预留](../glossary.md#worst-case-reservation)，调度器空闲时[核对账目](../glossary.md#integrity-check)。main 在一个 16 页的小池子上跑 5 个请求，输出与 Hugging Face 逐 token 一致，账目对得上。
+# 第 7 章的调度器直接拿着 PageAllocator：一页只属于一个请求，请求结束就还。下一章的[前缀缓存](../glossary.md#prefix-cache)要让几个请求共用同一批页，页不够时还要把缓存的页[逐出](../glossary.md#evict)，于是“谁还指着这一页、什么时候能还”必须有一处统一记账。这一章写这一处：[CacheManager](../glossary.md#cache-manager) 组合分配器和一个可替换的前缀缓存接口，页按持有者计数，接纳按[最坏情况预留](../glossary.md#worst-case-reservation)，调度器空闲时[核对账目](../glossary.md#integrity-check)。main 在一个 16 页的小池子上跑 5 个请求，输出与 Hugging Face 逐 token 一致，账目对得上。
 
 # %% tags=["remove-cell"]
 from minibook.page import *
@@ -24,7 +24,7 @@ setup(8)
 # ## 自测：能答上来就可以跳过本章
 #
 # 1. 一页什么时候回到空闲栈？请求的行和前缀缓存都指着它时呢？
-# 2. 准入一个请求时，为什么要把“在跑的请求将来还要的页”也算进去？
+# 2. 接纳一个请求时，为什么要把“在跑的请求将来还要的页”也算进去？
 # 3. `match_req` 为什么不拿最后一个提示 token 去匹配？
 # 4. 调度器空闲时核对哪几个数？漏还一页会在哪里被发现？
 #
@@ -49,17 +49,17 @@ tree()
 # %% [markdown]
 # ## 这一步的 main
 #
-# 本章的 main 是 `examples/ch08_cache_manager.py`：KV 池只有 16 页（每页 4 个 token），5 个请求排队；它一步步跑，打印每一步之后“实际用了几页、预留了几页”，与 HF 的贪心输出逐 token 比较，最后核对账目。`python tools/steps.py check 8` 会搭出本章的树、跑这个 main 和测试；只想跑 main：
+# 本章的 main 是 `examples/ch08_cache_manager.py`：KV 池只有 16 页（每页 4 个 token），5 个请求排队；它一步步跑，记下每一步之后“实际用了几页、预留了几页”（前 3 步和之后每 4 步打印一行），与 HF 的贪心输出逐 token 比较，最后核对账目。`python tools/steps.py check 8` 会搭出本章的树、跑这个 main 和测试；只想跑 main：
 #
 # ```bash
 # python tools/steps.py run 8 -- python examples/ch08_cache_manager.py
 # ```
 #
-# ![一个请求的页怎样经过 CacheManager：准入时匹配、锁住、预留、行从命中的页开始；每一步 allocate_paged；prefill 之后 cache_req 把新前缀交给缓存，缓存加一份持有；结束时解锁、行放下自己那份；空闲时核对 空闲 + 缓存 = 总数](../assets/ch08_ownership.svg)
+# ![一个请求的页怎样经过 CacheManager：接纳时匹配、锁住、预留、行从命中的页开始；每一步 allocate_paged；prefill 之后 cache_req 把新前缀交给缓存，缓存加一份持有；结束时解锁、行放下自己那份；空闲时核对 空闲 + 缓存 = 总数](../assets/ch08_ownership.svg)
 #
 # ## 一页可以有几个持有者
 #
-# 第 4 章的分配器已经给每页记了[引用计数](../glossary.md#page-refcount)，只是从来没有超过 1。本章给它加两个入口：`hold_pages` 给已经有人持有的页再加一份，`share_prefix` 让一个空行从借来的页开始，对每页加一份并写进页表开头。
+# 第 4 章的分配器已经给每页记了[持有份数](../glossary.md#page-refcount)（引用计数），只是从来没有超过 1。本章给它加两个入口：`hold_pages` 给已经有人持有的页再加一份，`share_prefix` 让一个空行从借来的页开始，对每页加一份并写进页表开头。
 
 # %% tags=["remove-input"]
 listing("minisgl/kvcache/allocator.py", "PageAllocator.share_prefix")
@@ -96,9 +96,9 @@ assert alloc.num_free_pages == 3 and alloc.num_holds == 0
 listing("minisgl/kvcache/base.py", "BasePrefixCache")
 
 # %% [markdown]
-# `insert_prefix` 返回的 `cached_len` 是“插入之前就有的长度”：那一段缓存保留自己的槽位，调用者那份不收。`evict` 只交回槽位，不碰引用计数；放下缓存那一份持有，是 CacheManager 去分配器那里做的。本章只有一个实现 `NaivePrefixCache`：永远匹配不到、什么都不存，按名字登记在表里，`create_prefix_cache("naive", page_size)` 造它，第 9 章在同一张表里登记 `"radix"`。
+# `insert_prefix` 返回的 `cached_len` 是“插入之前就有的长度”：那一段缓存保留自己的槽位，调用者那份不收。`evict` 只交回槽位，不碰持有份数；放下缓存那一份持有，是 CacheManager 去分配器那里做的。本章只有一个实现 `NaivePrefixCache`：永远匹配不到、什么都不存，按名字登记在表里，`create_prefix_cache("naive", page_size)` 造它，第 9 章在同一张表里登记 `"radix"`。
 #
-# ## 准入：匹配、锁住、按最坏情况预留
+# ## 接纳：匹配、锁住、按最坏情况预留
 #
 # 接纳一个排队的请求时，`PrefillAdder` 先问缓存命中了多少，[锁住](../glossary.md#cache-handle)命中的一段，再数页：
 
@@ -173,14 +173,14 @@ ax.step(xs, [t["used"] for t in trace], where="post", label="实际用的页")
 ax.axhline(48, color="gray", linestyle="--", linewidth=1, label="池子 48 页")
 ax.set_xlabel("步")
 ax.set_ylabel("页数")
-ax.set_title("按最坏情况准入：预留的页与实际用的页")
+ax.set_title("按最坏情况接纳：预留的页与实际用的页")
 ax.set_ylim(0, 52)
 ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, frameon=False)
 fig.tight_layout()
 plt.show()
 
 # %% [markdown]
-# 浅色的部分是许诺了、还没写的页：它们给在跑的请求兜底，新请求用不上。提前遇到 EOS 的请求预留了 48 个输出 token，只用了十来个；同一时刻最多只有两个请求在跑，平均四分之一的池子是预留了、还没用上的页。这是不抢占换来的：准入时给足，之后永远不会半路缺页。更激进的准入（估计输出长度、缺页时抢占）能多放请求进来，代价是重算和更复杂的状态。
+# 浅色的部分是许诺了、还没写的页：它们给在跑的请求兜底，新请求用不上。提前遇到 EOS 的请求预留了 48 个输出 token，只用了十来个；同一时刻最多只有两个请求在跑，平均四分之一的池子是预留了、还没用上的页。这是不抢占换来的：接纳时给足，之后永远不会半路缺页。更激进的接纳（估计输出长度、缺页时抢占）能多放请求进来，代价是重算和更复杂的状态。
 #
 # ## prefill 之后交给缓存，结束时只放下自己那份
 #
@@ -194,9 +194,9 @@ listing("minisgl/scheduler/cache.py", "CacheManager.cache_req")
 #
 # ??? note "深入：上游在这里提前还了一个还在用的页"
 #
-#     上游的 `CacheManager.cache_req`（`python/minisgl/scheduler/cache.py`，提交 20fcd7f）对 `[old_handle.cached_len, cached_len)` 这一段调用 `_free`：缓存里已经有同样的前缀，这一行的那几页就还回空闲栈。可这一行的页表还指着它们，请求还要接着 decode，注意力每一步都读这几页。什么时候会出现这一段？两个前缀相同的请求在同一个 prefill 批里：谁都没命中（插入发生在 prefill 之后），先插入的那个存下，后插入的那个发现“已经有了”，于是把自己的页还了。下一次分配把这几页交给第三个请求，它写进自己的 K/V，第二个请求读到的前缀就变了，不报错。
+#     上游的 `CacheManager.cache_req`（`python/minisgl/scheduler/cache.py`，提交 20fcd7f）对 `[old_handle.cached_len, cached_len)` 这一段调用 `_free`：缓存里已经有同样的前缀，这一行的那几页就还回空闲页。可这一行的页表还指着它们，请求还要接着 decode，注意力每一步都读这几页。什么时候会出现这一段？两个前缀相同的请求在同一个 prefill 批里：谁都没命中（插入发生在 prefill 之后），先插入的那个存下，后插入的那个发现“已经有了”，于是把自己的页还了。下一次分配把这几页交给第三个请求，它写进自己的 K/V，第二个请求读到的前缀就变了，不报错。
 #
-#     我们的页按持有者计数，这一段既不还、也不交给缓存：页表指着的页，这一行一直持有。测试 `test_duplicate_prefix_in_one_batch_stays_with_its_row_until_it_ends` 用一个测试专用的字典前缀缓存复现这个场景：第三个请求把空闲页全部要走，也拿不到第二个请求还指着的页；把 `cache_req` 改成上游的做法，这个测试和随机负载的测试都会失败。第 9 章有了真正会命中的radix 树，同一批里的相同前缀会经常出现。
+#     我们的页按持有者计数，这一段既不还、也不交给缓存：页表指着的页，这一行一直持有。测试 `test_duplicate_prefix_in_one_batch_stays_with_its_row_until_it_ends` 用一个测试专用的字典前缀缓存复现这个场景：第三个请求把空闲页全部要走，也拿不到第二个请求还指着的页；把 `cache_req` 改成上游的做法，这个测试和随机负载的测试都会失败。第 9 章有了真正会命中的 radix 树，同一批里的相同前缀会经常出现。
 
 # %% [markdown]
 # ## 空闲时核对账目
@@ -222,7 +222,7 @@ assert leaky.page_allocator.num_free_pages == 15
 leaky.shutdown()
 
 # %% [markdown]
-# 最后一个请求结束的那一步，`step()` 发现没有可跑的请求，调用 `run_when_idle()`，错误当场暴露，而不是等到池子用光。上游的核对只有第一条等式，它的radix 树的 `check_integrity` 是空的（第 9 章补上）。
+# 最后一个请求结束的那一步，`step()` 发现没有可跑的请求，调用 `run_when_idle()`，错误当场暴露，而不是等到池子用光。上游的核对只有第一条等式，它的 radix 树的 `check_integrity` 是空的（第 9 章补上）。
 
 # %% [markdown]
 # ## 运行
@@ -243,9 +243,9 @@ run("python examples/ch08_cache_manager.py")
 #
 # 名字和接口与[上游](../glossary.md#upstream) mini-sglang 一致（`CacheManager`、`match_req`、`lock` / `unlock`、`allocate_paged`、`cache_req`、`check_integrity`，`BasePrefixCache` 的各个方法），差别有四处：
 #
-# - 我们的页按持有者计数，重复前缀的页留在行里直到请求结束；上游提前把它们还回空闲栈，而行还指着它们，因为它的空闲页是一个没有计数的张量。`python/minisgl/scheduler/cache.py` · `CacheManager.cache_req`
+# - 我们的页按持有者计数，重复前缀的页留在行里直到请求结束；上游提前把它们还回空闲页，而行还指着它们，因为它的空闲页是一个没有计数的张量。`python/minisgl/scheduler/cache.py` · `CacheManager.cache_req`
 # - 我们的前缀缓存记 CPU 上的槽位，`page_size` 构造时传入；上游的值在 GPU 上，`page_size` 从全局上下文读，因为它的空闲页、页表写入都在 GPU 上做。`python/minisgl/kvcache/__init__.py` · `create_prefix_cache`
-# - 我们的 `available_size` 以页计，准入按页数最坏情况；上游以 token 计，并给每个在跑的请求多留 `page_size - 1` 个 token，因为它的预留按 token 累加。`python/minisgl/scheduler/decode.py` · `DecodeManager.inflight_tokens`
+# - 我们的 `available_size` 以页计，接纳按页数最坏情况；上游以 token 计，并给每个在跑的请求多留 `page_size - 1` 个 token，因为它的预留按 token 累加。`python/minisgl/scheduler/decode.py` · `DecodeManager.inflight_tokens`
 # - 我们空闲时还核对锁和持有份数，出错的报中文和数字；上游只核对“空闲 + 缓存 = 总数”。`python/minisgl/scheduler/cache.py` · `CacheManager.check_integrity`
 #
 # ## 测试
@@ -258,14 +258,14 @@ run("python -m pytest -q --color=no tests/test_ch08_cache_manager.py -k 'not llm
 # %% [markdown]
 # ## 怎么讲清楚
 #
-# CacheManager 是调度器一侧唯一管 KV 页的地方，它把分配器和前缀缓存组合起来，靠一条规则记账：谁指着一页，谁就持有它一份。准入时匹配前缀、先锁后数，按“写到 max_tokens 为止”预留，在跑请求将来要的页也算上，所以从不半路缺页；prefill 之后把新前缀交给缓存，缓存加一份持有，结束时行只放下自己那份；空闲时核对空闲页加缓存页等于总页数。代价是保守：本章的对话负载里，平均四分之一的池子是预留了还没用上的。
+# CacheManager 是调度器一侧唯一管 KV 页的地方，它把分配器和前缀缓存组合起来，靠一条规则记账：谁指着一页，谁就持有它一份。接纳时匹配前缀、先锁后数，按“写到 max_tokens 为止”预留，在跑请求将来要的页也算上，所以从不半路缺页；prefill 之后把新前缀交给缓存，缓存加一份持有，结束时行只放下自己那份；空闲时核对空闲页加缓存页等于总页数。代价是保守：本章的对话负载里，平均四分之一的池子是预留了还没用上的。
 
 # %% [markdown]
 # ## 练习
 #
 # 1. **两个相同的请求**。两个提示完全相同的请求在同一个 prefill 批里，第二个请求在 `cache_req(finished=False)` 时 `old`、`already`、`new` 各是多少（用提示长度表示）？它的页此时有几份持有？
 # 2. **先数后锁**。如果 `try_add_one` 先比较 `available_size` 再锁，会在什么情况下接纳一个放不下的请求？
-# 3. **挑战：估计输出长度**。设计一种不按 `max_tokens`、而按估计的输出长度准入的办法，并说明缺页时怎样处理才不会出错。
+# 3. **挑战：估计输出长度**。设计一种不按 `max_tokens`、而按估计的输出长度接纳的办法，并说明缺页时怎样处理才不会出错。
 #
 # ??? success "参考答案"
 #
@@ -292,5 +292,5 @@ exercises()
 #
 # - CacheManager 组合 PageAllocator 和一个前缀缓存；前缀缓存是一个接口，按名字登记，本章的 naive 实现什么都不存。
 # - 页按持有者计数：行和缓存各持有一份，最后一份放下时才回到空闲栈；页表指着的页，行一直持有。
-# - 准入：匹配、锁住、按最坏情况预留（没命中的提示 + max_tokens + 在跑请求将来要的页），不抢占，从不半路缺页；代价是池子有一部分预留了没用上。
+# - 接纳：匹配、锁住、按最坏情况预留（没命中的提示 + max_tokens + 在跑请求将来要的页），不抢占，从不半路缺页；代价是池子有一部分预留了没用上。
 # - prefill 之后 `cache_req(finished=False)`，结束时 `cache_req(finished=True)`；调度器空闲时 `check_integrity()`，漏还一页当场报错。

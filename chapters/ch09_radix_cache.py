@@ -38,7 +38,7 @@ setup(9)
 # %% [markdown]
 # ## 本章要回顾的文件
 #
-# 本章新建 `minisgl/kvcache/radix_cache.py`；改两个前面的文件，各改几行：`kvcache/__init__.py` 把 `"radix"` 登记进第 8 章的前缀缓存登记表，`scheduler/config.py` 把 `cache_type` 的默认值改成 `"radix"`。（第 7、8 章里检查"请求结束后 KV 页全部空闲"的测试都写明了 `cache_type="naive"`，换了默认值也照样成立。）`examples/` 下是 main 和一个计时演示。
+# 本章新建 `minisgl/kvcache/radix_cache.py`；改两个前面的文件，各改几行：`kvcache/__init__.py` 把 `"radix"` 登记进第 8 章的前缀缓存登记表，`scheduler/config.py` 把 `cache_type` 的默认值改成 `"radix"`。（第 7、8 章里检查“请求结束后 KV 页全部空闲”的测试都写明了 `cache_type="naive"`，换了默认值也照样成立。）`examples/` 下是 main 和一个计时演示。
 
 # %% tags=["remove-input"]
 header()
@@ -89,6 +89,10 @@ def ask_one_by_one(cache_type: str) -> MeteredLLM:
     return llm
 
 
+# 先热身一次（另一个 LLM，量的数不算它）：本进程第一次前向要额外付出的开销不该算到第一个问题头上
+warm = MeteredLLM(path, max_running_req=4, num_page_override=4096, max_seq_len_override=1024)
+warm.generate(prompts[:1], one_token)
+warm.shutdown()
 shared = len(os.path.commonprefix(prompts))  # 8 个提示从头开始完全相同的 token 数
 naive = ask_one_by_one("naive")
 print(f"8 个提示各 {min(map(len, prompts))}–{max(map(len, prompts))} 个 token，开头 {shared} 个完全相同")
@@ -97,7 +101,7 @@ print(f"naive：prefill 一共算了 {naive.computed_tokens} 个 token，"
 assert naive.computed_tokens == sum(map(len, prompts))
 
 # %% [markdown]
-# 每个问题自己的部分只有十来个 token，八成多的计算花在重复的开头上。开头的 K/V 第一次算完就在 KV 池里；要做的是记住"哪串 token 的 K/V 在哪些[槽位](../glossary.md#slot)"，下一个请求来时找出最长的相同开头。
+# 每个问题自己的部分只有十来个 token，八成多的计算花在重复的开头上。开头的 K/V 第一次算完就在 KV 池里；要做的是记住“哪串 token 的 K/V 在哪些[槽位](../glossary.md#slot)”，下一个请求来时找出最长的相同开头。
 #
 # ## 一棵按整页分叉的树
 #
@@ -161,13 +165,13 @@ listing("minisgl/kvcache/radix_cache.py", "RadixPrefixCache.insert_prefix")
 # %% [markdown]
 # ## 锁：从句柄的节点一直加到根
 #
-# 请求命中一段前缀以后拿到一个[缓存句柄](../glossary.md#cache-handle)，这段前缀的 K/V 它要一直读到结束，不能被逐出。锁是一个计数（[锁计数](../glossary.md#lock-ref)）：从句柄指向的节点——包括它自己——一直到根，每个节点 `ref_count` 加一。计数从 0 变 1 的节点，长度从 `evictable_size` 挪到 `protected_size`；解锁时挪回去。
+# 请求命中一段前缀以后拿到一个[缓存句柄](../glossary.md#cache-handle)，这段前缀的 K/V 它要一直读到结束，不能被逐出。锁是一个计数（[锁计数](../glossary.md#lock-ref)）：从句柄指向的节点——包括它自己——一直到根为止（根不算），每个节点 `ref_count` 加一。计数从 0 变 1 的节点，长度从 `evictable_size` 挪到 `protected_size`；解锁时挪回去。
 
 # %% tags=["remove-input"]
 listing("minisgl/kvcache/radix_cache.py", "RadixPrefixCache.lock_handle")
 
 # %% [markdown]
-# 上游修过这样一个错误：加锁、解锁都跳过了句柄自己的节点。让这个错误的版本在屏幕上出错：锁住一个指向叶子的句柄，再把"能逐出的"全部逐出。
+# 上游修过这样一个错误：加锁、解锁都跳过了句柄自己的节点。让这个错误的版本在屏幕上出错：锁住一个指向叶子的句柄，再把“能逐出的”全部逐出。
 
 # %%
 from minisgl.kvcache.radix_cache import RadixCacheHandle
@@ -193,11 +197,11 @@ for cls in (RadixPrefixCache, SkipOwnNode):
 assert evicted.tolist() == [13, 14]  # 错误的版本把请求正在读的 [4 5] 逐出了
 
 # %% [markdown]
-# 正确的版本什么都逐出不了；错误的版本把请求正在读的 `[4 5]` 交了出去。在上游，被逐出的槽位直接回到空闲列表，下一个请求会把自己的 K/V 写进去，正在跑的请求读到的就是别人的 K/V。
+# 正确的版本什么都逐出不了；错误的版本把请求正在读的 `[4 5]` 交了出去。在上游，被逐出的槽位直接回到空闲页，下一个请求会把自己的 K/V 写进去，正在跑的请求读到的就是别人的 K/V。
 #
 # ??? note "深入：第 8 章的页持有份数让这个错误不至于写坏 K/V"
 #
-#     第 8 章的 `CacheManager` 里，请求的行对借来的每一页各持有一份（`allocator.share_prefix`），缓存对它存下的每一页也持有一份；页只在最后一份持有被放下时才回到空闲栈。所以即使锁漏掉了一个节点，逐出也只是放下缓存那一份，页仍被请求的行持有，不会被别人覆盖——错误退化成"缓存少了一段、下一个请求少命中一些"。锁仍然要锁对：`available_size` 按 `evictable_size` 算能腾出多少页，锁漏了，正在用的那段也被算成能腾出的页，准入会多估，到分配时才发现页不够。
+#     第 8 章的 `CacheManager` 里，请求的行对借来的每一页各持有一份（`allocator.share_prefix`），缓存对它存下的每一页也持有一份；页只在最后一份持有被放下时才回到空闲栈。所以即使锁漏掉了一个节点，逐出也只是放下缓存那一份，页仍被请求的行持有，不会被别人覆盖——错误退化成“缓存少了一段、下一个请求少命中一些”。锁仍然要锁对：`available_size` 按 `evictable_size` 算能腾出多少页，锁漏了，正在用的那段也被算成能腾出的页，接纳会多估，到分配时才发现页不够。
 
 # %% [markdown]
 # ## 逐出：最久没用的空闲叶子，按 token 计
@@ -246,7 +250,7 @@ except RuntimeError as e:
 # %% [markdown]
 # ## 接进调度器：命中多少，少算多少
 #
-# 调度器不用改：第 8 章的 `PrefillAdder` 准入时 `match_req`、锁住句柄、让请求的行从命中的页开始，`cached_len` 从命中长度起算；prefill 之后 `cache_req(finished=False)` 把新算的前缀插进树，请求结束时再插一次（连同生成的 token）并解锁。本章只把默认的 `cache_type` 换成 `"radix"`。回到开头那 8 个问题：
+# 调度器不用改：第 8 章的 `PrefillAdder` 接纳时 `match_req`、锁住句柄、让请求的行从命中的页开始，`cached_len` 从命中长度起算；prefill 之后 `cache_req(finished=False)` 把新算的前缀插进树，请求结束时再插一次（连同生成的 token）并解锁。本章只把默认的 `cache_type` 换成 `"radix"`。回到开头那 8 个问题：
 
 # %%
 radix = ask_one_by_one("radix")
@@ -257,7 +261,7 @@ print(f"radix：一共算了 {radix.computed_tokens} 个 token（naive {naive.co
 assert radix.prefill_of(0)[0] == 0 and all(radix.prefill_of(u)[0] >= shared - 1 for u in range(1, 8))
 
 # %% [markdown]
-# 第一个问题照常全算，之后每个问题命中 200 个左右，只算自己的十来个 token。首 token 时间跟着变（tiny Qwen3，页面执行时实测；随机器而变，SmolLM2 上的数字在后面的"运行"一节）：
+# 第一个问题照常全算，之后每个问题命中 200 个左右，只算自己的十来个 token。首 token 时间跟着变（tiny Qwen3，页面执行时实测；随机器而变，SmolLM2 上的数字在后面的“运行”一节）：
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -374,7 +378,7 @@ plt.legend()
 plt.show()
 
 # %% [markdown]
-# 池子只放得下一两个请求时，别的系统提示一来就把前一段挤掉，只剩同一段提示恰好连着来的那几次能命中；池子大到能同时放下 4 段系统提示（约 4 × 120 加上正在跑的请求），命中率到顶。
+# 160 页只放得下一个请求（140 个提示 token 加 4 个输出），别的系统提示一来就把前一段挤掉，只有同一段提示恰好连着来的那几次能命中（360 个 token，正好 3 × 120）。4 段系统提示本身占 4 × 120 = 480 页，可缓存里还留着各个问题的尾巴，正在跑的请求也要页：640 页还差一点（67.9%），768 页起命中率到顶，等于上限 71.4%。
 #
 # ## 运行
 #
@@ -387,7 +391,7 @@ run("python examples/ch09_radix_cache.py")
 # 值得注意：
 #
 # - 问题 0 命中 0、全算；问题 1、2 在 SmolLM2（页大小 1）上命中 200 和 201 个，在 tiny Qwen3（页大小 4）上都只命中 200 个：201 向下取整到整页是 200。
-# - 每一行"与 HF 一致：True"：借来的 K/V 和自己算出来的一样，输出逐 token 相同。
+# - 每一行“与 HF 一致：True”：借来的 K/V 和自己算出来的一样，输出逐 token 相同。
 # - 空闲时的自检通过，缓存里留着 200 多个可逐出的 token、0 个被锁住：请求都结束了，锁都解开了。
 #
 # SmolLM2 上的首 token 时间由 `examples/ch09_ttft.py` 量（第一个请求之前先热身一次）：
@@ -424,7 +428,7 @@ Markdown(buffer.getvalue())
 #
 # - 我们在 CPU 上用 Python 列表比较 key；上游调一个 C++ 辅助函数（`fast_compare_key`），因为它的 key 是张量，逐个 token 比较要避免 Python 循环。`python/minisgl/kvcache/radix_cache.py` · `RadixTreeNode.get_match_len`
 # - 我们的页大小由构造函数传入，value 是 CPU 上的 int32；上游从全局 `Context` 读页大小，value 留在设备上，因为它的 CacheManager 直接在设备上拼空闲槽位。`python/minisgl/kvcache/radix_cache.py` · `RadixPrefixCache.__init__`
-# - 我们用逻辑时钟，切分出的前半段刷新时间戳；上游用 `time.monotonic_ns()`，切分出的前半段沿用旧时间戳（上游后来在 #124 改成刷新），因为墙上时间足够排序、当时没考虑切分。`python/minisgl/kvcache/radix_cache.py` · `RadixTreeNode.split_at`
+# - 我们用逻辑时钟，切分出的前半段刷新时间戳；上游用 `time.monotonic_ns()`，切分出的前半段沿用旧时间戳（上游后来在 #124 改成刷新），因为它的时间戳只在走完整个节点时才刷新，停在节点中间的那一次不算访问。`python/minisgl/kvcache/radix_cache.py` · `RadixTreeNode.split_at`
 # - 我们的 `check_integrity` 重新数整棵树；上游的只有 `pass`。`python/minisgl/kvcache/radix_cache.py` · `RadixPrefixCache.check_integrity`
 
 # %% [markdown]
@@ -442,7 +446,7 @@ listing("tests/test_ch09_radix_cache.py", "test_regression_insert_stores_a_copy_
 listing("tests/test_ch09_radix_cache.py", "Reference")
 
 # %% [markdown]
-# 每一步之后跑 `check_integrity`，两个总数和参考一致；每次逐出，参考按"最久没访问的叶子页"一页一页地拿，radix 逐出的必须包含参考拿走的全部页，多出来的只能是同一个节点里、同一时刻访问过的页。写这个测试时试过几个故意改坏的版本：逐出顺序反过来、切分不复制锁计数、父节点成为叶子后不再排进候选、切分出的前半段不刷新时间戳（上游 #124），都被它抓住。其余测试覆盖：各种破坏都逃不过自检；句柄在它的节点被切分之后仍然有效；接进调度器后 radix 是默认、共享前缀命中、第二轮对话连上一轮的回答一起命中、同一批不共享、小池子反复逐出而输出仍与 HF 一致。不加载模型的那部分（完整的跑 `steps.py check 9`）：
+# 每一步之后跑 `check_integrity`，两个总数和参考一致；每次逐出，参考按“最久没访问的叶子页”一页一页地拿，radix 逐出的必须包含参考拿走的全部页，多出来的只能是同一个节点里、同一时刻访问过的页。写这个测试时试过几个故意改坏的版本：逐出顺序反过来、切分不复制锁计数、父节点成为叶子后不再排进候选、切分出的前半段不刷新时间戳（上游 #124），都被它抓住。其余测试覆盖：各种破坏都逃不过自检；句柄在它的节点被切分之后仍然有效；接进调度器后 radix 是默认、共享前缀命中、第二轮对话连上一轮的回答一起命中、同一批不共享、小池子反复逐出而输出仍与 HF 一致。不加载模型的那部分（完整的跑 `steps.py check 9`）：
 
 # %%
 run("python -m pytest -q --color=no -p no:cacheprovider tests/test_ch09_radix_cache.py -k 'not hf and not prefill_batch and not through_the_cache_manager'")
@@ -462,7 +466,7 @@ run("python -m pytest -q --color=no -p no:cacheprovider tests/test_ch09_radix_ca
 # ??? success "参考答案"
 #
 #     1. 接纳时先在这一批里找公共前缀：让第一个请求先算（只接纳它，或把同前缀的其余请求推迟一步），它 prefill 完插进树，下一批其余请求就全部命中——本章把 token 预算压到 256 就是这个效果。更进一步可以让同一批里的后来者直接借第一个请求的页，但那要求在同一次前向里先写后读，注意力的因果关系要跨请求，复杂得多。
-#     2. 一段每分钟来几次的系统提示，只要中间插进了足够多只来一次的长提示，它就成了最久没访问的叶子，被挤掉后下一次又要全算。可以按"命中次数 × 长度 ÷ 距上次访问的时间"这类分数逐出，或者给系统提示这类高频前缀单独的保护配额。
+#     2. 一段每分钟来几次的系统提示，只要中间插进了足够多只来一次的长提示，它就成了最久没访问的叶子，被挤掉后下一次又要全算。可以按“命中次数 × 长度 ÷ 距上次访问的时间”这类分数逐出，或者给系统提示这类高频前缀单独的保护配额。
 #     3. `n = min(len(a), len(b)); diff = (a[:n] != b[:n]).nonzero()`，有不同就取 `diff[0]`，否则是 `n`。每次调用有几微秒的张量开销，而 Python 循环每个 token 几十纳秒，所以要几百个 token 以上才划算；用 `timeit` 在本机量出交叉点。
 #
 # ### 本章的判题练习

@@ -543,6 +543,13 @@ def inflight_pages(running, page_size):
     _check_page_size(page_size)
     return sum(_div_ceil(m, page_size) - _div_ceil(c, page_size) for c, m in running)
 ''', expect="不进 KV 池"),
+    Cheat("021_fcfs_admission", "算完把调用者的 running 清空", '''
+_inflight = inflight_pages
+def inflight_pages(running, page_size):
+    pages = _inflight(running, page_size)
+    running.clear()
+    return pages
+''', expect="running（不应该被改动）"),
     # ---- 022 静态批处理与连续批处理
     Cheat("022_batching_steps", "静态批处理也在有空位时接纳（当成连续批处理）", '''
 _continuous = simulate
@@ -641,6 +648,23 @@ def _alloc(self, n):
     return pages
 PagePool.alloc = _alloc
 ''', expect="应该是 0"),
+    Cheat("024_page_refcounts", "release 不查页号（-1 被当成最后一页）", '''
+def _release_unchecked(self, pages):
+    from collections import Counter
+    for page, times in Counter(pages).items():
+        if self._refs[page] < times:
+            raise ValueError("放多了")
+    freed = []
+    for page in pages:
+        self._refs[page] -= 1
+        if self._refs[page] == 0:
+            self._free.append(page)
+            freed.append(page)
+    return freed
+
+
+PagePool.release = _release_unchecked
+''', expect="-1 号页不存在"),
     # ---- 025 按最坏情况准入
     Cheat("025_worst_case_admission", "忘了在跑的请求将来还要的页", '''
 _orig_admit = admit
@@ -674,6 +698,17 @@ def admit(pending, running, **kw):
             taken.append(req)
     return len(taken)
 ''', expect="应该接纳"),
+    Cheat("025_worst_case_admission", "只查 free_pages 是不是负数", '''
+_validate_all = _validate
+def _validate(pending, running, page_size, counts):
+    _validate_all(pending, running, page_size, {"free_pages": counts["free_pages"]})
+''', expect="evictable_pages 是负数"),
+    Cheat("025_worst_case_admission", "负的 lock_pages 当成 0", '''
+_admit = admit
+def admit(pending, running, **kw):
+    pending = [(i, m, c, max(lock, 0)) for i, m, c, lock in pending]
+    return _admit(pending, running, **kw)
+''', expect="lock_pages 是负数"),
     # ---- 026 把算好的前缀交给缓存
     Cheat("026_cache_req_ownership", "缓存里已经有的重复页当场还掉（上游的做法）", '''
 def cache_req(pool, cache, row_pages, tokens, cached_len, *, page_size, finished):
@@ -771,6 +806,20 @@ class RadixTree:
             self.pages[tuple(ids[:end])] = list(values[end - self.page_size : end])
         return cached
 ''', expect="孩子表"),
+    Cheat("027_radix_match_insert", "match 交出节点自己的 value（别名）", '''
+_match = RadixTree.match
+
+
+def _match_alias(self, ids):
+    n, values = _match(self, ids)
+    child = self.root.children.get(self._first_page(list(ids)))
+    if child is not None and 0 < n == len(child.key):  # 命中正好是一个节点：省一次拷贝
+        return n, child.value
+    return n, values
+
+
+RadixTree.match = _match_alias
+''', expect="match 要交出新的列表"),
     # ---- 028 锁计数与 LRU 逐出
     Cheat("028_radix_lock_evict", "锁从父节点开始，句柄自己的节点没锁上", '''
 _lock = RadixCache.lock
@@ -814,6 +863,57 @@ def _evict_pages(self, size):
 
 RadixCache.evict = _evict_pages
 ''', expect="按 token 计"),
+    Cheat("028_radix_lock_evict", "evict 不先查 size（逐出一半才抛错）", '''
+def _evict_no_precheck(self, size):
+    candidates, stack = [], list(self.root.children.values())
+    while stack:
+        node = stack.pop()
+        stack.extend(node.children.values())
+        if not node.children and node.ref_count == 0:
+            candidates.append(node)
+    evicted = []
+    while len(evicted) < size:  # 候选用完时 min([]) 自己抛 ValueError，可前面的叶子已经走了
+        leaf = min(candidates, key=lambda n: n.last_access)
+        candidates.remove(leaf)
+        parent = leaf.parent
+        del parent.children[tuple(leaf.key[: self.page_size])]
+        evicted += leaf.value
+        self.evictable_size -= len(leaf.key)
+        if parent is not self.root and not parent.children and parent.ref_count == 0:
+            candidates.append(parent)
+    return evicted
+
+
+RadixCache.evict = _evict_no_precheck
+''', expect="出错时什么都不改"),
+    Cheat("028_radix_lock_evict", "evict 返回的槽位排了序", '''
+_evict_in_order = RadixCache.evict
+
+
+def _evict_sorted(self, size):
+    return sorted(_evict_in_order(self, size))
+
+
+RadixCache.evict = _evict_sorted
+''', expect="按逐出的先后"),
+    Cheat("028_radix_lock_evict", "解锁不查计数", '''
+def _lock_unchecked(self, node, unlock=False):
+    while node is not self.root:
+        if unlock:
+            node.ref_count -= 1
+            if node.ref_count == 0:
+                self.protected_size -= len(node.key)
+                self.evictable_size += len(node.key)
+        else:
+            if node.ref_count == 0:
+                self.evictable_size -= len(node.key)
+                self.protected_size += len(node.key)
+            node.ref_count += 1
+        node = node.parent
+
+
+RadixCache.lock = _lock_unchecked
+''', expect="还没锁就再解锁"),
     # ---- 029 radix 缓存的自检
     Cheat("029_radix_integrity", "只重新数两个总数", '''
 def check_integrity(cache):
@@ -869,8 +969,8 @@ def check_integrity(cache):
     original = builtins.set
 
     class _Blind(original):  # 让参考答案里的"见过的槽位"永远是空的
-        def intersection(self, *others):
-            return original()
+        def __contains__(self, item):
+            return False
 
     globals()["set"] = _Blind
     try:
@@ -878,6 +978,126 @@ def check_integrity(cache):
     finally:
         del globals()["set"]
 ''', expect="同一页槽位出现在两个节点里"),
+    Cheat("029_radix_integrity", "第 4 条只查页边界、不查连续", '''
+def check_integrity(cache):
+    ps = cache.page_size
+    evictable = protected = 0
+    seen = set()
+    stack = [cache.root]
+    while stack:
+        node = stack.pop()
+        below = 0
+        for first, child in node.children.items():
+            if child.parent is not node or len(child.key) != len(child.value):
+                raise ValueError("parent 或长度不对")
+            if not child.key or len(child.key) % ps or first != tuple(child.key[:ps]):
+                raise ValueError("不是整页，或孩子表的键不对")
+            for i in range(0, len(child.value), ps):
+                page = child.value[i : i + ps]
+                if page[0] % ps or len(page) != ps:
+                    raise ValueError("不是一整页")
+            for slot in child.value:
+                if slot in seen:
+                    raise ValueError("槽位出现两次")
+                seen.add(slot)
+            if child.ref_count < 0:
+                raise ValueError("锁计数是负数")
+            if child.ref_count == 0:
+                evictable += len(child.key)
+            else:
+                protected += len(child.key)
+            below += child.ref_count
+            stack.append(child)
+        if node is not cache.root and node.ref_count < below:
+            raise ValueError("父节点的计数小于孩子们之和")
+    if (evictable, protected) != (cache.evictable_size, cache.protected_size):
+        raise ValueError("记账不符")
+''', expect="后面的槽位却不连续", full=True),
+    Cheat("029_radix_integrity", "第 4 条只查连续、不查页边界", '''
+def check_integrity(cache):
+    ps = cache.page_size
+    evictable = protected = 0
+    seen = set()
+    stack = [cache.root]
+    while stack:
+        node = stack.pop()
+        below = 0
+        for first, child in node.children.items():
+            if child.parent is not node or len(child.key) != len(child.value):
+                raise ValueError("parent 或长度不对")
+            if not child.key or len(child.key) % ps or first != tuple(child.key[:ps]):
+                raise ValueError("不是整页，或孩子表的键不对")
+            for i in range(0, len(child.value), ps):
+                page = child.value[i : i + ps]
+                if page != list(range(page[0], page[0] + ps)):
+                    raise ValueError("不是一整页")
+            for slot in child.value:
+                if slot in seen:
+                    raise ValueError("槽位出现两次")
+                seen.add(slot)
+            if child.ref_count < 0:
+                raise ValueError("锁计数是负数")
+            if child.ref_count == 0:
+                evictable += len(child.key)
+            else:
+                protected += len(child.key)
+            below += child.ref_count
+            stack.append(child)
+        if node is not cache.root and node.ref_count < below:
+            raise ValueError("父节点的计数小于孩子们之和")
+    if (evictable, protected) != (cache.evictable_size, cache.protected_size):
+        raise ValueError("记账不符")
+''', expect="不从页边界开始", full=True),
+    Cheat("029_radix_integrity", "重复的槽位只和别的节点比（同一个节点里的不查）", '''
+def check_integrity(cache):
+    ps = cache.page_size
+    evictable = protected = 0
+    seen = set()
+    stack = [cache.root]
+    while stack:
+        node = stack.pop()
+        below = 0
+        for first, child in node.children.items():
+            if child.parent is not node or len(child.key) != len(child.value):
+                raise ValueError("parent 或长度不对")
+            if not child.key or len(child.key) % ps or first != tuple(child.key[:ps]):
+                raise ValueError("不是整页，或孩子表的键不对")
+            for i in range(0, len(child.value), ps):
+                page = child.value[i : i + ps]
+                if page != list(range(page[0], page[0] + ps)) or page[0] % ps:
+                    raise ValueError("不是一整页")
+            if seen.intersection(child.value):
+                raise ValueError("槽位出现两次")
+            seen.update(child.value)
+            if child.ref_count < 0:
+                raise ValueError("锁计数是负数")
+            if child.ref_count == 0:
+                evictable += len(child.key)
+            else:
+                protected += len(child.key)
+            below += child.ref_count
+            stack.append(child)
+        if node is not cache.root and node.ref_count < below:
+            raise ValueError("父节点的计数小于孩子们之和")
+    if (evictable, protected) != (cache.evictable_size, cache.protected_size):
+        raise ValueError("记账不符")
+''', expect="同一个节点里同一页出现了两次", full=True),
+    Cheat("029_radix_integrity", "查完顺手摘掉没锁住的叶子（改了树）", '''
+_check = check_integrity
+
+
+def check_integrity(cache):
+    _check(cache)
+    stack = [cache.root]
+    while stack:
+        node = stack.pop()
+        for first, child in list(node.children.items()):
+            if not child.children and child.ref_count == 0:
+                del node.children[first]
+                cache.evictable_size -= len(child.key)
+            else:
+                stack.append(child)
+''', expect="改动了树"),
     # ---- 033 两段流水线的时间
     Cheat("033_pipeline_timeline", "每一步单独取 max，不模拟等待往后传", """
 def pipeline_time(prepare, forward, process):

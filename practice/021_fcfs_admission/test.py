@@ -91,8 +91,10 @@ def check_admit(admit, queue, **kw) -> None:
 
 def check_inflight(inflight_pages, running, page_size) -> None:
     call = f"inflight_pages({short(running, 200)}, {page_size})"
-    got = inflight_pages(list(running), page_size)
+    arg = list(running)
+    got = inflight_pages(arg, page_size)
     check_type(got, int, f"{call} 的返回值")
+    check_equal(arg, running, "传进来的 running（不应该被改动）", call)
     want = ref_inflight(running, page_size)
     hint = ""
     if got == sum(len(range(0, m, page_size)) - len(range(0, c, page_size)) for c, m in running) != want:

@@ -130,6 +130,18 @@ def check_example(PagePool) -> None:
     check_raises(ValueError, pool.hold, [99], what="hold([99])（没有这一页）")
     check_equal(pool.alloc(0), [], "alloc(0) 的返回值")
 
+    # 不存在的页号：-1 不是“最后一页”，3 也不是；出错时什么都不改
+    pool = PagePool(3)
+    pages = pool.alloc(3)
+    for call, args, why in [(pool.release, [-1], "-1 号页不存在"), (pool.release, [3], "3 号页不存在"),
+                            (pool.release, [pages[0], 7], "7 号页不存在"), (pool.hold, [-1], "-1 号页不存在"),
+                            (pool.hold, [pages[0], 3], "3 号页不存在")]:
+        name = "release" if call == pool.release else "hold"
+        check_raises(ValueError, call, list(args), what=f"三页都分出去之后 {name}({args})（{why}）")
+        check_equal([pool.refs(p) for p in range(3)], [1, 1, 1],
+                    f"{name}({args}) 抛了 ValueError 之后三页的份数（出错时什么都不改）")
+        check_equal(num_free(pool), 0, f"{name}({args}) 抛了 ValueError 之后的 num_free")
+
 
 def run(mod) -> None:
     PagePool = require(mod, "PagePool")

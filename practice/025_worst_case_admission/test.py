@@ -127,6 +127,11 @@ def check_bad_arguments(admit) -> None:
     bad = [
         ([(8, 4, 0, 0)], [], {**ok, "page_size": 0}, "page_size = 0"),
         ([(8, 4, 0, 0)], [], {**ok, "free_pages": -1}, "free_pages 是负数"),
+        ([(8, 4, 0, 0)], [], {**ok, "evictable_pages": -1}, "evictable_pages 是负数"),
+        ([(8, 4, 0, 0)], [], {**ok, "free_rows": -1}, "free_rows 是负数"),
+        ([(8, 4, 0, 0)], [], {**ok, "token_budget": -1}, "token_budget 是负数"),
+        ([(8, 4, -4, 0)], [], ok, "cached_len 是负数（而且是整页）"),
+        ([(8, 4, 4, -1)], [], ok, "lock_pages 是负数"),
         ([(0, 4, 0, 0)], [], ok, "提示长度是 0"),
         ([(8, 0, 0, 0)], [], ok, "max_tokens 是 0"),
         ([(8, 4, 2, 0)], [], ok, "cached_len 不是整页"),

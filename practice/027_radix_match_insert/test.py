@@ -134,6 +134,10 @@ def check_copies(RadixTree) -> None:
     ids[1], values[1] = 99, 99  # 调用者改了自己的列表（就像页表的一行换了主人）
     check_equal(tree.match([4, 5, 6]), (3, [40, 50, 60]),
                 "insert 之后调用者改了自己传进去的列表，再 match([4,5,6])：树要存自己的拷贝")
+    _, slots = tree.match([4, 5, 6])
+    slots[0] = 77  # 调用者改了 match 交给它的列表（比如把它写进页表、再改）
+    check_equal(tree.match([4, 5, 6]), (3, [40, 50, 60]),
+                "调用者改了 match 返回的槽位列表之后，再 match([4,5,6])：match 要交出新的列表，不是节点自己的 value")
     check_raises(ValueError, tree.insert, [1, 2], [3], what="insert([1, 2], [3])（长度不一样）")
 
 

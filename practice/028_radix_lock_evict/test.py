@@ -42,6 +42,10 @@ def check_lock_includes_own_node(RadixCache) -> None:
     check_raises(ValueError, cache.evict, 1, what="全都锁住时 evict(1)")
     cache.lock(handle, unlock=True)
     check_equal(sizes(cache), (3, 0), "再解锁之后 (evictable_size, protected_size)")
+    check_raises(ValueError, cache.lock, handle, unlock=True,
+                 what="锁一次、解一次之后，还没锁就再解锁：lock(handle, unlock=True)")
+    check_equal(sizes(cache), (3, 0), "多解的那一次抛了 ValueError 之后 (evictable_size, protected_size)")
+    check_equal(handle.ref_count, 0, "多解的那一次抛了 ValueError 之后句柄节点的 ref_count（出错时什么都不改）")
     _, h1 = cache.match([1, 2])  # 切成 [1 2] → [3]，句柄指向 [1 2]
     cache.lock(h1)
     cache.lock(h1)
@@ -73,10 +77,14 @@ def check_lru_and_tokens(RadixCache) -> None:
     cache.insert([1, 2], [10, 11])
     cache.insert([1, 2, 3], [0, 0, 12])
     cache.insert([5], [13])
-    check_equal(sorted(cache.evict(3)), [10, 11, 12],
-                "树是 [1 2]→[3] 和 [5]（[5] 最新）时 evict(3)：[3] 走了以后 [1 2] 成了叶子，比 [5] 旧，接着走")
+    check_equal(cache.evict(3), [12, 10, 11],
+                "树是 [1 2]→[3] 和 [5]（[5] 最新）时 evict(3)：[3] 走了以后 [1 2] 成了叶子，比 [5] 旧，接着走；"
+                "槽位按逐出的先后拼起来")
     check_equal(cache.evict(0), [], "evict(0)")
     check_raises(ValueError, cache.evict, 2, what="只剩 1 个 token 时 evict(2)")
+    check_equal(sizes(cache), (1, 0), "evict(2) 抛了 ValueError 之后 (evictable_size, protected_size)"
+                "（出错时什么都不改：先查 size，再动手）")
+    check_equal(cache.evict(1), [13], "evict(2) 失败之后再 evict(1)：[5] 应该还在")
 
 
 class Reference:
@@ -183,6 +191,12 @@ def random_run(RadixCache, rng: random.Random) -> None:
             log.append(f"unlock({list(prefix)})")
             cache.lock(handle, unlock=True)
             ref.lock(prefix, -1)
+        elif kind == "evict" and rng.random() < 0.15:
+            size = ref.sizes()[0] + rng.randint(1, 2 * ps)
+            log.append(f"evict({size})")
+            check_raises(ValueError, cache.evict, size,
+                         what=f"{context()}\n  只有 {ref.sizes()[0]} 个 token 能逐出时 evict({size})")
+            log[-1] += "（ValueError，什么都不改）"
         elif kind == "evict":
             size = rng.randint(0, ref.sizes()[0])
             log.append(f"evict({size})")

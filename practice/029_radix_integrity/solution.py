@@ -45,9 +45,10 @@ def check_integrity(cache: Cache) -> None:
                 page = child.value[i : i + ps]
                 if page[0] % ps != 0 or page != list(range(page[0], page[0] + ps)):
                     raise ValueError(f"{where}：槽位 {page} 不是一整页")
-            if seen.intersection(child.value):
-                raise ValueError(f"{where}：槽位 {sorted(seen.intersection(child.value))} 在树里出现了两次")
-            seen.update(child.value)
+            for slot in child.value:  # 逐个加进 set：同一个节点里重复的页也查得到
+                if slot in seen:
+                    raise ValueError(f"{where}：槽位 {slot} 在树里出现了两次")
+                seen.add(slot)
             if child.ref_count < 0:
                 raise ValueError(f"{where}：锁计数是负数 {child.ref_count}")
             if child.ref_count == 0:

@@ -1,5 +1,5 @@
 """练习 029 的评测：随机造出合法的树（插入、切分、加锁、逐出之后），自检必须安静地通过；
-再对树做十一种破坏，每一种都必须抛 ValueError。
+再对树做十四种破坏，每一种都必须抛 ValueError；自检不许改动合法的树。
 
 造树用的是这里自己的一份小实现（节点只要有 key / value / parent / children / ref_count 这几个属性）。
 
@@ -122,7 +122,7 @@ def describe(cache: TCache) -> str:
     return "\n".join(lines[:14]) + ("\n  …" if len(lines) > 14 else "")
 
 
-# 十一种破坏：(说明, 函数)。函数改坏 cache 并返回 True；这棵树不适合这种破坏时返回 False。
+# 十四种破坏：(说明, 函数)。函数改坏 cache 并返回 True；这棵树不适合这种破坏时返回 False。
 def _pick(cache, rng, want):
     nodes = [n for n in cache.nodes() if want(n)]
     return rng.choice(nodes) if nodes else None
@@ -154,6 +154,9 @@ def negative_ref(cache, rng):
     if node is None:
         return False
     node.ref_count = -1
+    # 两个总数跟着改对（-1 不是 0，算“其余”）：只违反“ref_count ≥ 0”这一条
+    cache.evictable_size -= len(node.key)
+    cache.protected_size += len(node.key)
     return True
 
 
@@ -224,6 +227,40 @@ def page_not_contiguous(cache, rng):
     return True
 
 
+# 下面三种各只违反一条：槽位不会和树里别的槽位撞上（用远大于树里槽位的数）
+FAR = 10**6
+
+
+def page_gap(cache, rng):
+    """第一页从页边界开始，第二个槽位却跳走了：只违反“连续”。"""
+    node = _pick(cache, rng, lambda n: cache.page_size > 1)
+    if node is None:
+        return False
+    node.value = [node.value[0], node.value[0] + 1 + cache.page_size * FAR] + node.value[2:]
+    return True
+
+
+def page_off_boundary(cache, rng):
+    """第一页是连续的 page_size 个槽位，却不从页边界开始：只违反“从页边界开始”。"""
+    node = _pick(cache, rng, lambda n: cache.page_size > 1)
+    if node is None:
+        return False
+    ps = cache.page_size
+    start = ps * FAR + 1
+    node.value = list(range(start, start + ps)) + node.value[ps:]
+    return True
+
+
+def duplicate_page_in_node(cache, rng):
+    """同一个节点里第二页和第一页是同一页。"""
+    ps = cache.page_size
+    node = _pick(cache, rng, lambda n: len(n.key) >= 2 * ps)
+    if node is None:
+        return False
+    node.value = node.value[:ps] + node.value[:ps] + node.value[2 * ps :]
+    return True
+
+
 DAMAGES = [
     ("evictable_size 多记了一页", bump_evictable),
     ("protected_size 多记了一页", bump_protected),
@@ -236,7 +273,21 @@ DAMAGES = [
     ("同一页槽位出现在两个节点里", duplicate_slot),
     ("多了一个长度为 0 的节点", empty_node),
     ("一页里的槽位不是从页边界开始的连续 page_size 个", page_not_contiguous),
+    ("一页从页边界开始，后面的槽位却不连续", page_gap),
+    ("一页的槽位连续，却不从页边界开始", page_off_boundary),
+    ("同一个节点里同一页出现了两次", duplicate_page_in_node),
 ]
+
+
+def snapshot(cache) -> tuple:
+    """树的全部内容：每个节点的 key、value、ref_count、parent、孩子表（按遍历顺序），外加两个总数。"""
+    rows, stack = [], [cache.root]
+    while stack:
+        node = stack.pop()
+        rows.append((id(node), list(node.key), list(node.value), node.ref_count, id(node.parent),
+                     [(first, id(child)) for first, child in node.children.items()]))
+        stack.extend(node.children.values())
+    return cache.evictable_size, cache.protected_size, rows
 
 
 def sum_not_max(check_integrity) -> None:
@@ -259,12 +310,16 @@ def run(mod: object) -> None:
     rng = random.Random(SEED)
     trees = [random_tree(rng) for _ in range(200)]
     for cache in trees:
+        mine = copy.deepcopy(cache)
+        before = snapshot(mine)
         try:
-            check_integrity(copy.deepcopy(cache))
+            check_integrity(mine)
         except NotImplementedError:
             raise
         except Exception as e:  # noqa: BLE001
             check(False, f"这棵树是合法的，check_integrity 却抛了 {type(e).__name__}: {e}\n{describe(cache)}")
+        check(snapshot(mine) == before,
+              f"check_integrity 改动了树（节点、槽位、计数、孩子表或两个总数）：自检只能看，不能改\n{describe(cache)}")
     sum_not_max(check_integrity)
     for what, damage in DAMAGES:
         done = 0

@@ -20,6 +20,12 @@ TEXTS = ["The capital of France is", "Once upon a time,", "def fibonacci(n):",
 MAX_TOKENS = [10, 6, 14, 3, 8]
 
 
+def _short(text: str, width: int = 48) -> str:
+    """显示用：连续的空白并成一个空格，太长的截断（随机权重的 tiny Qwen3 会生成成串的空格）。"""
+    text = " ".join(text.split())
+    return repr(text if len(text) <= width else text[:width] + "…")
+
+
 def compare_with_hf(llm: LLM, path) -> None:
     """5 个请求一起交给 generate：token id 和文字混着给，每个请求一个 SamplingParams。"""
     from minibook.hf import encode, hf_greedy
@@ -32,7 +38,7 @@ def compare_with_hf(llm: LLM, path) -> None:
     for text, out, n in zip(TEXTS, outs, MAX_TOKENS):
         same = out["token_ids"] == hf_greedy(path, encode(path, text), n)
         assert same and len(out["token_ids"]) == n
-        print(f"  {text!r} → {out['text']!r}  {n} 个 token，与 HF 一致：{same}")
+        print(f"  {text!r} → {_short(out['text'])}  {n} 个 token，与 HF 一致：{same}")
     assert llm.page_allocator.num_free_pages == llm.engine.num_pages
     assert llm.table_manager.available_size == rows
     print(f"  结束后空闲页 {llm.page_allocator.num_free_pages} / {llm.engine.num_pages}，"
@@ -47,7 +53,7 @@ def stop_at_eos_and_refuse_too_long(llm: LLM, path) -> None:
         [{"role": "user", "content": "What is the capital of France?"}],
         add_generation_prompt=True, tokenize=True, return_dict=False))
     out = llm.generate([chat], SamplingParams(max_tokens=12))[0]
-    ref = hf_greedy(path, chat, 12)  # HF 这边不看 EOS，生成满 12 个
+    ref = hf_greedy(path, chat, 12)  # HF 这边不看 EOS，一直生成到 12 个
     cut = ref.index(llm.eos_token_id) if llm.eos_token_id in ref else len(ref)
     assert out["token_ids"] == ref[:cut]
     print(f"  聊天提示 → {out['text']!r}：{len(out['token_ids'])} 个 token 就停了"

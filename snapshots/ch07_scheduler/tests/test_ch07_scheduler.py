@@ -164,7 +164,7 @@ def test_stops_at_eos_and_leaves_it_out_unless_ignore_eos():
     assert outs[0]["token_ids"] == ref[:cut]  # 在第一个 EOS 处停，EOS 本身不在输出里
     assert eos not in outs[0]["token_ids"] and "<|im_end|>" not in outs[0]["text"]
     assert outs[1]["token_ids"] == hf_ref(path, other, 12)  # 同批的别的请求照常跑完
-    assert outs[2]["token_ids"] == ref  # ignore_eos：EOS 也是普通 token，生成满 16 个
+    assert outs[2]["token_ids"] == ref  # ignore_eos：EOS 也是普通 token，一直生成到 16 个 个
     # 调度器这一层：EOS 那一步照样报告出来，并且标着结束
     llm.add_req(100, ids(chat), greedy(16))
     mine = [o for step in run_to_end(llm) for o in step]

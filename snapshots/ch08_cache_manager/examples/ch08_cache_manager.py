@@ -1,4 +1,4 @@
-"""第 8 章的 main：KV 页交给 CacheManager 管。池子很小，准入按最坏情况预留页；
+"""第 8 章的 main：KV 页交给 CacheManager 管。池子很小，接纳按最坏情况预留页；
 逐步打印"实际用了几页、预留了几页"，最后和 HF 逐 token 对答案，并在空闲时核对页的账目。"""
 
 from __future__ import annotations

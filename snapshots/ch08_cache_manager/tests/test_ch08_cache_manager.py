@@ -1,5 +1,5 @@
 """第 8 章的测试：前缀缓存接口与登记表、页的共享持有、CacheManager 的记账与核对，
-以及接上 CacheManager 的调度器（准入预留最坏情况、空闲时核对、输出与 Hugging Face 一致）。"""
+以及接上 CacheManager 的调度器（接纳预留最坏情况、空闲时核对、输出与 Hugging Face 一致）。"""
 
 from __future__ import annotations
 
@@ -132,7 +132,7 @@ def new_table(rows: int, width: int) -> torch.Tensor:
 
 
 def admit(cm: CacheManager, row: int, prompt: torch.Tensor, max_tokens: int, uid: int = 0) -> Req:
-    """按调度器的顺序准入一个请求：匹配 → 锁住 → 行从命中的页开始。"""
+    """按调度器的顺序接纳一个请求：匹配 → 锁住 → 行从命中的页开始。"""
     handle = cm.match_req(SimpleNamespace(input_ids=prompt)).cuda_handle
     cm.lock(handle)
     cm.attach_prefix(row, handle)

@@ -225,6 +225,16 @@ def test_check_integrity_catches_each_kind_of_damage(damage, message):
         cache.check_integrity()
 
 
+def test_check_integrity_catches_a_page_repeated_inside_one_node():
+    cache, pages = RadixPrefixCache(page_size=2), Pages(2)
+    cache.insert_prefix(ids(7, 8, 9, 10), pages.slots(4))  # 一个节点，两页
+    cache.check_integrity()
+    node = cache.root.children[(7, 8)]
+    node.value = torch.cat([node.value[:2], node.value[:2]])  # 每页都是整页，但同一页出现两次
+    with pytest.raises(RuntimeError, match="出现了两次"):
+        cache.check_integrity()
+
+
 # ---------------------------------------------------------------- 随机操作序列 vs. 朴素参考
 
 
@@ -427,9 +437,9 @@ def test_requests_in_the_same_prefill_batch_do_not_share(models):
     llm = LLM(models["tiny_qwen3"], max_running_req=4, num_page_override=512, max_seq_len_override=64)
     assert prefill_hits(llm, prompts, params, one_by_one=False)[1] == [0, 0, 0, 0]
     llm.shutdown()
-    # 预算只够一批一个请求：第一个之后的每个都命中 40 个
+    # 预算正好是一个提示的长度（44）：第一批只有第一个请求，之后的每个都命中 40 个
     llm = LLM(models["tiny_qwen3"], max_running_req=4, num_page_override=512, max_seq_len_override=64,
-              max_extend_tokens=50)
+              max_extend_tokens=44)
     assert prefill_hits(llm, prompts, params, one_by_one=False)[1] == [0, 40, 40, 40]
     llm.shutdown()
 

@@ -3,9 +3,9 @@
 它把第 4 章的 PageAllocator（哪些页空闲、每页几方持有）和一个前缀缓存（哪些前缀的 K/V
 已经在池里）组合在一起，对调度器只露出几件事::
 
-    match_req      新请求的开头在缓存里命中了多少        （准入时）
-    lock / unlock  锁住命中的那一段，它就不会被逐出      （准入时 / 请求结束时）
-    attach_prefix  让请求的行从命中的页开始              （准入时）
+    match_req      新请求的开头在缓存里命中了多少        （接纳时）
+    lock / unlock  锁住命中的那一段，它就不会被逐出      （接纳时 / 请求结束时）
+    attach_prefix  让请求的行从命中的页开始              （接纳时）
     allocate_paged 给一批请求分配这一步要写的槽位        （每一步前向之前）
     cache_req      把算好的前缀交给缓存；请求结束时还页  （prefill 之后 / 请求结束时）
     check_integrity 空闲时核对账目：空闲页 + 缓存页 == 总页数
@@ -40,7 +40,7 @@ class CacheManager:
         self.allocator = PageAllocator(num_pages, page_size, page_table)
         self.prefix_cache = create_prefix_cache(cache_type, page_size)
 
-    # ---------------------------------------------------------------- 准入
+    # ---------------------------------------------------------------- 接纳
 
     def match_req(self, req: PendingReq) -> MatchResult:
         """新请求的提示在缓存里命中的最长前缀。
@@ -74,8 +74,8 @@ class CacheManager:
     def allocate_paged(self, reqs: Sequence[Req]) -> torch.Tensor:
         """给每个请求的位置 [cached_len, device_len) 分配槽位，返回 out_loc。
 
-        空闲页不够时先从前缀缓存逐出差额。准入时预留过最坏情况，所以逐出之后一定够；
-        万一不够（准入的账算错了），alloc_slots 抛 OutOfPagesError，页表不变。
+        空闲页不够时先从前缀缓存逐出差额。接纳时预留过最坏情况，所以逐出之后一定够；
+        万一不够（接纳的账算错了），alloc_slots 抛 OutOfPagesError，页表不变。
         """
         needed = sum(self.allocator.pages_needed(r.cached_len, r.device_len) for r in reqs)
         short = needed - self.allocator.num_free_pages
@@ -90,7 +90,7 @@ class CacheManager:
         finished=False（一次 prefill 之后）：换成覆盖新前缀的句柄并锁住，这一行的页照旧用。
         finished=True（请求结束）：解锁，这一行放下它持有的所有页。
 
-        按页看这一行（old = 准入时命中的句柄，already/new 来自 insert_prefix）::
+        按页看这一行（old = 接纳时命中的句柄，already/new 来自 insert_prefix）::
 
             [0, old)         借来的页：缓存和这一行各持有一份
             [old, already)   别的请求在此期间存进缓存的重复内容：缓存留着它自己那份，
@@ -99,7 +99,7 @@ class CacheManager:
             [new, 末尾)       不满一页的尾巴和以后 decode 的页：只归这一行
         """
         ps, row, old = self.page_size, req.table_idx, req.cache_handle
-        assert old is not None, f"{req!r} 没有缓存句柄：准入时应当 match_req 并 lock"
+        assert old is not None, f"{req!r} 没有缓存句柄：接纳时应当 match_req 并 lock"
         pages = self.allocator.row_pages(row)
         assert req.cached_len <= min(len(req.input_ids), len(pages) * ps)
         slots = self._pages_to_slots(pages)[: req.cached_len]

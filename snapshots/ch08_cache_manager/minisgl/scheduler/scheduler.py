@@ -8,7 +8,7 @@
     _process_last_data     等新 token 到 CPU，追加到请求上，判断结束，释放结束的请求
 
 Engine 只管算；页表的行、KV 页、谁进这一批，都在这一侧决定。
-第 8 章起 KV 页由 CacheManager 管：准入时匹配前缀缓存并锁住，prefill 之后把算好的前缀
+第 8 章起 KV 页由 CacheManager 管：接纳时匹配前缀缓存并锁住，prefill 之后把算好的前缀
 交给缓存，请求结束时还页；调度器空闲时核对页的账目。
 """
 

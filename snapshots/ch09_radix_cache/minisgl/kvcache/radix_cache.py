@@ -197,9 +197,11 @@ class RadixPrefixCache(BasePrefixCache):
                 page = slots[i:i + ps]
                 if page[0] % ps != 0 or page != list(range(page[0], page[0] + ps)):
                     _fail(f"{where}第 {i // ps} 页的槽位 {page} 不是一整页")
-            if seen_slots.intersection(slots):
-                _fail(f"{where}的槽位在树里出现了两次：{sorted(seen_slots.intersection(slots))[:8]}")
-            seen_slots.update(slots)
+            own = set(slots)
+            if len(own) != len(slots) or seen_slots & own:  # 节点里自己重复，或者和别的节点重复
+                twice = sorted(seen_slots & own) or sorted({s for s in slots if slots.count(s) > 1})
+                _fail(f"{where}的槽位在树里出现了两次：{twice[:8]}")
+            seen_slots |= own
             if node.ref_count < 0:
                 _fail(f"{where}的锁计数是负数：{node.ref_count}")
             # 锁住一个句柄，路径上每个节点都 +1，所以父节点的计数不少于孩子们的计数之和
