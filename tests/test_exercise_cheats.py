@@ -1098,6 +1098,121 @@ def check_integrity(cache):
             else:
                 stack.append(child)
 ''', expect="改动了树"),
+    # ---- 030 按 token 预算切分 prefill 队列
+    Cheat("030_chunk_queue", "第 7 章的做法：第一个请求比预算长也整段收下", '''
+def plan_prefill(input_lens, token_budget, cached_lens=None):
+    cached_lens = cached_lens or [0] * len(input_lens)
+    if token_budget < 1 or len(cached_lens) != len(input_lens) or any(n < 1 or not 0 <= c < n for n, c in zip(input_lens, cached_lens)):
+        raise ValueError("参数不对")
+    steps, head = [], 0
+    while head < len(input_lens):
+        budget, batch = token_budget, []
+        while head < len(input_lens) and (not batch or input_lens[head] - cached_lens[head] <= budget):
+            batch.append((head, cached_lens[head], input_lens[head]))
+            budget -= input_lens[head] - cached_lens[head]
+            head += 1
+        steps.append(batch)
+    return steps
+''', expect="超过了预算"),
+    Cheat("030_chunk_queue", "被切开的请求排到队尾", '''
+from collections import deque
+def plan_prefill(input_lens, token_budget, cached_lens=None):
+    cached_lens = cached_lens or [0] * len(input_lens)
+    if token_budget < 1 or len(cached_lens) != len(input_lens) or any(n < 1 or not 0 <= c < n for n, c in zip(input_lens, cached_lens)):
+        raise ValueError("参数不对")
+    queue, pos, steps = deque(range(len(input_lens))), list(cached_lens), []
+    while queue:
+        budget, batch = token_budget, []
+        while budget > 0 and queue:
+            i = queue.popleft()
+            end = min(input_lens[i], pos[i] + budget)
+            batch.append((i, pos[i], end)); budget -= end - pos[i]; pos[i] = end
+            if end < input_lens[i]:
+                queue.append(i)
+                break
+        steps.append(batch)
+    return steps
+''', expect="回到队首"),
+    Cheat("030_chunk_queue", "不看 cached_lens，从 0 开始算", '''
+_orig_plan = plan_prefill
+def plan_prefill(input_lens, token_budget, cached_lens=None):
+    if cached_lens is not None and len(cached_lens) != len(input_lens):
+        raise ValueError("参数不对")
+    return _orig_plan(input_lens, token_budget, None)
+''', expect="cached_lens"),
+    # ---- 031 分块算 prefill 的注意力
+    Cheat("031_chunked_attention", "每块都给全部 key，靠掩码挡住后面的", '''
+def chunked_attention(q, k, v, chunk, attend):
+    n = q.shape[0]
+    if k.shape[0] != n or v.shape[0] != n:
+        raise ValueError("行数不一样")
+    outputs = []
+    for s, e in _chunks(n, chunk):
+        mask = torch.arange(n)[None, :] <= torch.arange(s, e)[:, None]
+        outputs.append(attend(q[s:e], k, v, mask))
+    return torch.cat(outputs)
+''', expect="后面的 key"),
+    Cheat("031_chunked_attention", "左上对齐的掩码（is_causal 的样子）", '''
+def chunked_attention(q, k, v, chunk, attend):
+    n = q.shape[0]
+    if k.shape[0] != n or v.shape[0] != n:
+        raise ValueError("行数不一样")
+    outputs = []
+    for s, e in _chunks(n, chunk):
+        mask = torch.ones(e - s, e, dtype=torch.bool).tril()
+        outputs.append(attend(q[s:e], k[:e], v[:e], mask))
+    return torch.cat(outputs)
+''', expect="左上对齐"),
+    Cheat("031_chunked_attention", "不分块，一次算完", '''
+_orig_chunked = chunked_attention
+def chunked_attention(q, k, v, chunk, attend):
+    if chunk < 1:
+        raise ValueError("chunk 至少是 1")
+    return _orig_chunked(q, k, v, max(q.shape[0], 1), attend)
+''', expect="一块一块"),
+    Cheat("031_chunked_attention", "峰值只看最后一块", '''
+def peak_score_elements(n, chunk, num_heads):
+    chunks = _chunks(n, chunk)
+    s, e = chunks[-1]
+    return num_heads * (e - s) * e
+''', expect="peak_score_elements"),
+    # ---- 032 长提示来了，decode 要等多久
+    Cheat("032_decode_stall", "不看 decode_between_chunks，总是 prefill 优先", '''
+_orig_simulate = simulate
+def simulate(decode_left, prompt_len, token_budget, decode_between_chunks, prefill_ms, decode_ms):
+    return _orig_simulate(decode_left, prompt_len, token_budget, False, prefill_ms, decode_ms)
+''', expect="decode_between_chunks"),
+    Cheat("032_decode_stall", "token 按一步开始的时刻到达", '''
+def simulate(decode_left, prompt_len, token_budget, decode_between_chunks, prefill_ms, decode_ms):
+    if prompt_len < 1 or token_budget < 1 or any(n < 1 for n in decode_left):
+        raise ValueError("参数不对")
+    left, last = list(decode_left), [0.0] * len(decode_left)
+    now, pos, max_gap, ttft, steps = 0.0, 0, 0.0, 0.0, []
+    while pos < prompt_len or any(left):
+        running = [i for i, n in enumerate(left) if n > 0]
+        if pos < prompt_len and not (decode_between_chunks and running and steps and steps[-1][0] == "prefill"):
+            end = min(pos + token_budget, prompt_len)
+            now += prefill_ms(pos, end)
+            steps.append(("prefill", pos, end))
+            pos = end
+            if pos == prompt_len:
+                ttft = now
+        else:
+            start = now
+            now += decode_ms(len(running))
+            steps.append(("decode", len(running)))
+            for i in running:
+                max_gap = max(max_gap, start - last[i])   # 按这一步开始的时刻算
+                last[i] = start
+                left[i] -= 1
+    return steps, max_gap, ttft
+''', expect="结束时到达"),
+    Cheat("032_decode_stall", "每块都按从 0 开始计时（不看块在提示里的位置）", '''
+_orig_simulate = simulate
+def simulate(decode_left, prompt_len, token_budget, decode_between_chunks, prefill_ms, decode_ms):
+    return _orig_simulate(decode_left, prompt_len, token_budget, decode_between_chunks,
+                          lambda s, e: prefill_ms(0, e - s), decode_ms)
+''', expect="真实位置"),
     # ---- 033 两段流水线的时间
     Cheat("033_pipeline_timeline", "每一步单独取 max，不模拟等待往后传", """
 def pipeline_time(prepare, forward, process):
