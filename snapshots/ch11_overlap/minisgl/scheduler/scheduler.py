@@ -35,7 +35,7 @@ from minisgl.utils.hf import load_tokenizer
 from .cache import CacheManager
 from .config import SchedulerConfig
 from .decode import DecodeManager
-from .prefill import PrefillManager
+from .prefill import ChunkedReq, PrefillManager
 from .table import TableManager
 from .utils import PendingReq, ReqOutput
 
@@ -70,6 +70,7 @@ class Scheduler:
             self.cache_manager, self.table_manager, self.decode_manager
         )
         self.prefill_budget = config.max_extend_tokens
+        self.last_batch_chunked = False  # 上一批的最后一个请求是不是只算了一块
         self.tokenizer = load_tokenizer(config.model_path)
         self.eos_token_id: int = self.tokenizer.eos_token_id
         self.known_uids: set[int] = set()  # 排队中或在跑的请求
@@ -103,8 +104,10 @@ class Scheduler:
 
     def abort_req(self, uid: int) -> bool:
         """取消一个请求：排队中的直接拿掉，在跑的释放资源。返回是否找到了它。"""
-        if self.prefill_manager.abort_req(uid):
+        if (pending := self.prefill_manager.abort_req(uid)) is not None:
             self.known_uids.discard(uid)
+            if pending.chunked_req is not None:  # 算到一半：还回它占的行和页
+                self._finish_req(pending.chunked_req)  # 在途时等那一批做完再还
             return True
         req = self.decode_manager.abort_req(uid) or self._find_inflight(uid)
         if req is None or req in self.finished_reqs:
@@ -149,9 +152,14 @@ class Scheduler:
     # ------------------------------------------------------------------ 一步的四个阶段
 
     def _schedule_next_batch(self) -> ForwardInput | None:
+        batch = None
+        if self.config.decode_between_chunks and self.last_batch_chunked:
+            # 两块之间先让在跑的请求 decode 一步，它们不必干等整段长提示算完
+            batch = self.decode_manager.schedule_next_batch()
         # prefill 优先：新请求早一步进来，后面的 decode 批就更大
-        batch = (self.prefill_manager.schedule_next_batch(self.prefill_budget)
+        batch = (batch or self.prefill_manager.schedule_next_batch(self.prefill_budget)
                  or self.decode_manager.schedule_next_batch())
+        self.last_batch_chunked = batch is not None and isinstance(batch.reqs[-1], ChunkedReq)
         return self._prepare_batch(batch) if batch is not None else None
 
     def _prepare_batch(self, batch: Batch) -> ForwardInput:
@@ -162,9 +170,11 @@ class Scheduler:
         batch.positions = to_device(positions, torch.int64, self.device)
         input_tuple = (to_device(rows, torch.int64, self.device), batch.positions)
         # 新 token 的位置是 device_len（complete_one 之前）。这一步已是最后一个 token 的请求
-        # 不会再读它，写到最后一列 -1（永远读不到的位置），免得越过页表宽度
+        # 不会再读它，写到最后一列 -1（永远读不到的位置），免得越过页表宽度。
+        # 只算了一块的请求采样出的 token 没有意义，也写到 -1：device_len 那里是下一块的提示
         write_rows = [req.table_idx for req in reqs]
-        write_pos = [req.device_len if req.remain_len > 1 else -1 for req in reqs]
+        write_pos = [req.device_len if req.can_decode and req.remain_len > 1 else -1
+                     for req in reqs]
         write_tuple = (to_device(write_rows, torch.int64, self.device),
                        to_device(write_pos, torch.int64, self.device))
         self.engine.attn_backend.prepare_metadata(batch)
@@ -188,6 +198,8 @@ class Scheduler:
             output.copy_done.synchronize()
         replies = []
         for req, token in zip(forward_input.batch.reqs, output.next_tokens_cpu.tolist()):
+            if isinstance(req, ChunkedReq):  # 提示还没算完：token 丢掉，不回报，也不进前缀缓存
+                continue
             if req in self.finished_reqs:  # 结束后多算的那一步（或已取消）：token 丢掉
                 continue
             req.append_host(token)
