@@ -38,7 +38,7 @@ setup(11)
 # %% [markdown]
 # ## 本章要回顾的文件
 #
-# 本章改三个旧文件：`engine/engine.py`（工作线程）、`scheduler/scheduler.py`（重叠的一步）、`env.py`（开关）。`examples/` 下是 main 和两个测量脚本。
+# 本章改三个旧文件：`engine/engine.py`（工作线程）、`scheduler/scheduler.py`（重叠的一步）、`env.py`（开关）。`examples/` 下是 main、两个测量脚本，以及多了一节重叠检查的 `gpu_smoke.py`；`tests/conftest.py` 的用处见“测试”一节。
 
 # %% tags=["remove-input"]
 header()
@@ -53,7 +53,7 @@ tree()
 #
 # ```bash
 # python tools/steps.py run 11 -- python examples/ch11_overlap.py
-# MINISGL_DISABLE_OVERLAP_SCHEDULING=1 python tools/steps.py run 11 -- python -m pytest -q tests   # 关掉重叠跑全部测试
+# python tools/steps.py run 11 -- python examples/ch11_steps.py   # 这一页的测量，在你的机器上
 # ```
 #
 # ![上：不重叠时一个线程依次做准备、前向、处理，一步是三段之和；下：重叠时前向在工作线程上一个接一个，调度器线程准备第 N+1 批、发出、等第 N 批做完、处理它；请求 R 在第 N 批遇到 EOS，它在第 N+1 批里的 token 丢掉，行等第 N+1 批做完才还；底部是四条规矩](../assets/ch11_overlap.svg)
