@@ -59,6 +59,13 @@ def solution(exercise: str) -> str:
     return (PRACTICE / exercise / "solution.py").read_text(encoding="utf-8")
 
 
+def patched(exercise: str, old: str, new: str) -> str:
+    """参考答案里把一处换掉：作弊只改这一处，其余和参考答案一样。"""
+    source = solution(exercise)
+    assert source.count(old) == 1, f"{exercise}/solution.py 里找不到（或不止一处）：{old}"
+    return source.replace(old, new)
+
+
 CHEATS = [
     # ---- 001 右下对齐的因果掩码
     Cheat("001_causal_attention", "SDPA 的 is_causal（左上角对齐）", '''
@@ -1206,6 +1213,135 @@ def simulate(decode_left, prompt_len, token_budget, decode_between_chunks, prefi
     return _orig_simulate(decode_left, prompt_len, token_budget, decode_between_chunks,
                           lambda s, e: prefill_ms(0, e - s), decode_ms)
 ''', expect="真实位置"),
+    # ---- 033 两段流水线的时间
+    Cheat("033_pipeline_timeline", "每一步单独取 max，不模拟等待往后传", """
+def pipeline_time(prepare, forward, process):
+    if not len(prepare) == len(forward) == len(process) or min([*prepare, *forward, *process], default=0) < 0:
+        raise ValueError("参数不对")
+    normal = sum(prepare) + sum(forward) + sum(process)
+    return normal, sum(max(p + r, f) for p, f, r in zip(prepare, forward, process))
+""", expect="每一步单独取了 max"),
+    Cheat("033_pipeline_timeline", "max(CPU 的和, 前向的和)", """
+def pipeline_time(prepare, forward, process):
+    if not len(prepare) == len(forward) == len(process) or min([*prepare, *forward, *process], default=0) < 0:
+        raise ValueError("参数不对")
+    normal = sum(prepare) + sum(forward) + sum(process)
+    return normal, max(sum(prepare) + sum(process), sum(forward))
+""", expect="max(CPU 的和, 前向的和)"),
+    # ---- 034 重叠循环的记账
+    Cheat("034_overlap_loop", "按发出的次数判断结束（少生成一个 token）", patched(
+        "034_overlap_loop", "if len(outputs[i]) == max_tokens[i] or token == eos_id:",
+        "if launched[i] == max_tokens[i] or token == eos_id:"), expect="少了最后一个", full=True),
+    Cheat("034_overlap_loop", "结束之后多算的 token 也放进输出", patched(
+        "034_overlap_loop", "continue  # 结束之后多算的那一步", "outputs[i].append(token); continue"),
+        expect="要丢掉", full=True),
+    Cheat("034_overlap_loop", "请求一结束就还行，不管在途的那一批", patched(
+        "034_overlap_loop", "for i in [i for i in to_release if i not in in_flight]:",
+        "for i in list(to_release):"), expect="还在往这一行写", full=True),
+    Cheat("034_overlap_loop", "不重叠：先取上一批的结果，再发出这一批", """
+def overlap_generate(prompts, max_tokens, engine, num_rows, eos_id=None):
+    n = len(prompts)
+    if len(max_tokens) != n or any(m < 1 for m in max_tokens) or num_rows < 1:
+        raise ValueError("参数不对")
+    outputs, running, waiting, row_of, free = [[] for _ in range(n)], [], list(range(n)), {}, set(range(num_rows))
+    while waiting or running:
+        batch = [(i, row_of[i]) for i in running]
+        while waiting and free:
+            i = waiting.pop(0)
+            row_of[i] = min(free)
+            free.remove(row_of[i])
+            running.append(i)
+            batch.append((i, row_of[i]))
+        for (i, _), token in zip(batch, engine.launch(batch).result()):
+            outputs[i].append(token)
+            if len(outputs[i]) == max_tokens[i] or token == eos_id:
+                running.remove(i)
+                free.add(row_of.pop(i))
+    return outputs
+""", expect="每步先拼批、launch，再取上一批的结果"),
+    # ---- 035 CPU 上的流和事件
+    Cheat("035_cpu_stream", "用 concurrent.futures 的线程池", """
+from concurrent.futures import ThreadPoolExecutor
+
+class CpuEvent:
+    def __init__(self, future):
+        self.future = future
+    def synchronize(self):
+        self.future.result()
+    def query(self):
+        return self.future.done()
+
+class CpuStream:
+    def __init__(self):
+        self.pool, self.closed = ThreadPoolExecutor(1), False
+    def submit(self, fn, *args):
+        if self.closed:
+            raise RuntimeError("已关闭")
+        return CpuEvent(self.pool.submit(fn, *args))
+    def synchronize(self):
+        self.pool.submit(lambda: None).result()
+    def close(self):
+        self.closed = True
+        self.pool.shutdown(wait=True)
+""", expect="concurrent.futures"),
+    Cheat("035_cpu_stream", "submit 里当场执行（没有工作线程）", """
+class CpuEvent:
+    def __init__(self, error=None):
+        self.error = error
+    def synchronize(self):
+        if self.error is not None:
+            raise self.error
+    def query(self):
+        return True
+
+class CpuStream:
+    def __init__(self):
+        self.closed = False
+    def submit(self, fn, *args):
+        if self.closed:
+            raise RuntimeError("已关闭")
+        try:
+            fn(*args)
+        except BaseException as error:
+            return CpuEvent(error)
+        return CpuEvent()
+    def synchronize(self):
+        pass
+    def close(self):
+        self.closed = True
+""", expect="调用 submit 的线程"),
+    Cheat("035_cpu_stream", "每个任务一个线程", """
+class CpuStream:
+    def __init__(self):
+        self.closed, self.threads = False, []
+    def submit(self, fn, *args):
+        if self.closed:
+            raise RuntimeError("已关闭")
+        event = CpuEvent()
+        def work():
+            try:
+                fn(*args)
+            except BaseException as error:
+                event._error = error
+            finally:
+                event._done.set()
+        thread = threading.Thread(target=work, daemon=True)
+        thread.start()
+        self.threads.append(thread)
+        return event
+    def synchronize(self):
+        for thread in self.threads:
+            thread.join()
+    def close(self):
+        self.synchronize()
+        self.closed = True
+"""),
+    Cheat("035_cpu_stream", "任务里的异常吞掉，不在 synchronize() 里抛", """
+_orig_synchronize = CpuEvent.synchronize
+def _quiet(self):
+    self._done.wait()
+CpuEvent.synchronize = _quiet
+""", expect="却没有抛"),
 ]
 
 
