@@ -277,7 +277,7 @@ for cls in (LLM, FreeOnAbort):
 !!! warning "数字取决于机器"
     下面两格是执行这一页时真实跑出来的，测试不会重跑它们（太慢，而且每次都不一样）；机器上有别的负载时数字会漂，看同一次运行里的对比。在你的机器上：`python tools/steps.py run 11 -- python examples/ch11_gil.py`
 
-# %%
+# %% tags=["milestone"]
 # NBVAL_SKIP
 run("python examples/ch11_gil.py")
 
@@ -405,3 +405,34 @@ exercises()
 # - token 池的取和写都排在工作线程上；`copy_done` 等到写回为止。
 # - 四条规矩：按拿到的 token 数判断结束；结束后的 token 丢掉、不再调度；结束和取消的请求等包含它的最后一批做完再还资源。
 # - GIL 决定 CPU 上能藏住什么：放开 GIL 的等待藏得住，纯 Python 藏不住；在这台 CPU 上，真实引擎的重叠不是净赚，`MINISGL_DISABLE_OVERLAP_SCHEDULING=1` 关掉它，输出不变。
+
+# %% tags=["remove-cell", "milestone-checklist"]
+# 阶段二的里程碑页（docs/stages/schedule/index.md）引用这个单元的输出；章节页上不显示。
+import re
+import subprocess
+
+from IPython.display import Markdown
+
+from minibook import practice
+
+collected = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                            "tests"], capture_output=True, text=True, check=True).stdout
+total_tests = sum(1 for line in collected.splitlines() if "::" in line)
+main_out = subprocess.run([sys.executable, "examples/ch11_overlap.py"], capture_output=True, text=True,
+                          check=True).stdout
+agree = len(re.findall(r"与 HF 一致：True", main_out))
+same = main_out.count("两种模式的输出相同：True")
+stage_ex = [ex for ex in practice.exercises() if 7 <= ex.chapter <= 11]
+checks = [
+    ("python tools/steps.py check 7-11", "逐章搭树、跑 main 和测试，汇总表下面是“合计：5 章通过，0 章失败”"),
+    ("python tools/steps.py run 11 -- python examples/ch11_overlap.py",
+     f"重叠开和关各跑一遍：{agree} 行“与 HF 一致：True”，“两种模式的输出相同：True”"),
+    ("python tools/steps.py run 11 -- python -m pytest -q tests",
+     f"收集到 {total_tests} 个测试（参数化展开后），没有 failed；只在 CUDA 上跑的几个是 skipped"),
+    ("python tools/steps.py run 11 -- python examples/ch11_benchmark.py --quick",
+     "和 HF 贪心参照逐 token 比的那几行全部一致；最后给出对 HF 的倍数（随机器而变）"),
+    ("python practice/judge.py list",
+     f"第 7–11 章的 {len(stage_ex)} 道题（第 {stage_ex[0].number}–{stage_ex[-1].number} 题）；逐道 start、test 做到通过"),
+]
+assert agree >= 1 and same >= 1
+Markdown("\n".join(f"- [ ] `{cmd}`  \n  应当看到：{expect}" for cmd, expect in checks))
