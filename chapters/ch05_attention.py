@@ -269,7 +269,7 @@ listing("minisgl/attention/sdpa.py", "causal_mask_bottom_right")
 #     换内核时要查它的 causal 是哪种对齐：FlashAttention 从 2.1 版起，`causal=True` 在 `seqlen_q ≠ seqlen_k` 时右下对齐（此前是左上对齐）；FlashInfer 的 `causal=True` 也按“query 是最后几个 token”对齐；PyTorch 文档写明 `is_causal=True` 是左上对齐。
 
 # %% [markdown]
-# ## prefill：一个请求一次 SDPA，GQA 用 repeat_interleave
+# ## prefill：一个请求一次 SDPA，GQA 交给 enable_gqa
 #
 # 只要批里有一个请求不止 1 个 query，`forward` 就逐个请求算：
 
@@ -286,7 +286,7 @@ listing("minisgl/attention/sdpa.py", "SDPAAttnBackend._sdpa")
 listing("minisgl/attention/sdpa.py", "repeat_kv_heads")
 
 # %% [markdown]
-# 池里只存 KV 头，算的时候才把每个 KV 头复制 `group` 份。复制的方式决定哪些 q 头共用一个 KV 头，必须与模型训练时一致。拿 Qwen3-0.6B 的 16 个 q 头、8 个 KV 头，与 Hugging Face 的 `repeat_kv` 比一比，再看看 `repeat` 错在哪：
+# 池里只存 KV 头。`repeat_kv_heads` 写明了 GQA 的意思：每个 KV 头复制 `group` 份，相邻的 q 头共用一个；`_sdpa` 把同样的对应交给 SDPA 的 `enable_gqa=True`，不真的复制。对应的方式决定哪些 q 头共用一个 KV 头，必须与模型训练时一致。拿 Qwen3-0.6B 的 16 个 q 头、8 个 KV 头，与 Hugging Face 的 `repeat_kv` 比一比，再看看 `repeat` 错在哪：
 
 # %%
 from transformers.models.llama.modeling_llama import repeat_kv as hf_repeat_kv
@@ -311,6 +311,42 @@ assert kv_of_q == [h // 2 for h in range(16)] and kv_of_q_wrong != kv_of_q
 
 # %% [markdown]
 # `repeat` 让 q 头 1 配上 KV 头 1，而它本该和 q 头 0 共用 KV 头 0。这同样不报错，只是错。
+#
+# 真复制一份 K/V 要花多少？拿 SmolLM2 的形状（9 个 q 头、3 个 KV 头、head_dim 64）做一步 decode 注意力：64 个请求、每个 384 个 key，先复制再算，和 `enable_gqa=True` 比（本机实测，随机器而变）：
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+import time
+
+from minisgl.attention.sdpa import SDPAAttnBackend
+
+g = torch.Generator().manual_seed(1)  # 自己的随机数，不动后面单元要用的 gen
+q1 = torch.randn(64, 9, 1, 64, generator=g)
+k1, v1 = torch.randn(2, 64, 3, 384, 64, generator=g)
+key_mask = torch.ones(64, 1, 1, 384, dtype=torch.bool)
+
+
+def copy_then_sdpa():
+    return F.scaled_dot_product_attention(q1, repeat_kv_heads(k1, 9), repeat_kv_heads(v1, 9),
+                                          attn_mask=key_mask, scale=64 ** -0.5)
+
+
+def best_ms(fn, reps=5):
+    fn()  # 热身
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times) * 1000
+
+
+assert torch.equal(copy_then_sdpa(), SDPAAttnBackend._sdpa(q1, k1, v1, key_mask))  # 逐位相同
+slow, fast = best_ms(copy_then_sdpa), best_ms(lambda: SDPAAttnBackend._sdpa(q1, k1, v1, key_mask))
+print(f"先复制 K/V 再算：{slow:.1f} ms；enable_gqa：{fast:.1f} ms（{slow / fast:.1f} 倍）")
+print(f"复制出来的 K/V：{2 * q1.shape[0] * 9 * 384 * 64 * 4 / 2**20:.0f} MiB，一层、一步就要写这么多")
+
+# %% [markdown]
 #
 # ??? note "深入：显式的缩放和 index_select"
 #

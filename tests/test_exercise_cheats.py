@@ -59,6 +59,13 @@ def solution(exercise: str) -> str:
     return (PRACTICE / exercise / "solution.py").read_text(encoding="utf-8")
 
 
+def patched(exercise: str, old: str, new: str) -> str:
+    """参考答案里把一处换掉：作弊只改这一处，其余和参考答案一样。"""
+    source = solution(exercise)
+    assert source.count(old) == 1, f"{exercise}/solution.py 里找不到（或不止一处）：{old}"
+    return source.replace(old, new)
+
+
 CHEATS = [
     # ---- 001 右下对齐的因果掩码
     Cheat("001_causal_attention", "SDPA 的 is_causal（左上角对齐）", '''
@@ -499,6 +506,842 @@ def generate_batch(prompts, max_tokens, step, eos_id=None, ignore_eos=None):
         batch = [(i, [outputs[i][-1]], len(prompts[i]) + len(outputs[i]) - 1) for i in range(n)]
     return outputs, sizes
 '''),
+    # ---- 021 先来先服务的接纳
+    Cheat("021_fcfs_admission", "放不下的请求跳过去，接着试后面的", '''
+def admit(queue, *, free_rows, free_pages, inflight, page_size, token_budget):
+    _check_page_size(page_size)
+    pages_left, admitted = free_pages - inflight, []
+    for i, (prompt_len, max_tokens) in enumerate(queue):
+        worst = _div_ceil(prompt_len + max_tokens - 1, page_size)
+        if free_rows and (not admitted or prompt_len <= token_budget) and worst <= pages_left:
+            admitted.append(i)
+            free_rows, token_budget, pages_left = free_rows - 1, token_budget - prompt_len, pages_left - worst
+    return admitted
+''', expect="插了队"),
+    Cheat("021_fcfs_admission", "只给提示留页（乐观接纳）", '''
+def admit(queue, *, free_rows, free_pages, inflight, page_size, token_budget):
+    _check_page_size(page_size)
+    pages_left, admitted = free_pages - inflight, []
+    for i, (prompt_len, max_tokens) in enumerate(queue):
+        if not free_rows or (admitted and prompt_len > token_budget):
+            break
+        worst = _div_ceil(prompt_len, page_size)
+        if worst > pages_left:
+            break
+        admitted.append(i)
+        free_rows, token_budget, pages_left = free_rows - 1, token_budget - prompt_len, pages_left - worst
+    return admitted
+''', expect="只给提示留了页"),
+    Cheat("021_fcfs_admission", "不管在跑的请求将来要的页", '''
+_admit = admit
+def admit(queue, *, free_rows, free_pages, inflight, page_size, token_budget):
+    return _admit(queue, free_rows=free_rows, free_pages=free_pages, inflight=0, page_size=page_size,
+                  token_budget=token_budget)
+''', expect="没有减去在跑的请求还要的页"),
+    Cheat("021_fcfs_admission", "在跑的请求把最后一个 token 也算进去", '''
+def inflight_pages(running, page_size):
+    _check_page_size(page_size)
+    return sum(_div_ceil(m, page_size) - _div_ceil(c, page_size) for c, m in running)
+''', expect="不进 KV 池"),
+    Cheat("021_fcfs_admission", "算完把调用者的 running 清空", '''
+_inflight = inflight_pages
+def inflight_pages(running, page_size):
+    pages = _inflight(running, page_size)
+    running.clear()
+    return pages
+''', expect="running（不应该被改动）"),
+    # ---- 022 静态批处理与连续批处理
+    Cheat("022_batching_steps", "静态批处理也在有空位时接纳（当成连续批处理）", '''
+_continuous = simulate
+def simulate(requests, max_running, continuous):
+    return _continuous(requests, max_running, True)
+''', expect="静态批处理在还有请求在跑的时候接纳了新请求"),
+    Cheat("022_batching_steps", "prefill 的那一步把在跑的请求也带上", '''
+def simulate(requests, max_running, continuous):
+    if max_running < 1 or any(m < 1 for _, m in requests) or len({u for u, _ in requests}) != len(requests):
+        raise ValueError("参数不对")
+    limit, queue, running, steps = dict(requests), [u for u, _ in requests], [], []
+    produced = dict.fromkeys(limit, 0)
+    while queue or running:
+        free = max_running - len(running)
+        if queue and free > 0 and (continuous or not running):
+            new, queue = queue[:free], queue[free:]
+            running = running + new
+            batch = list(running)
+            steps.append(("prefill", batch))
+        else:
+            batch = list(running)
+            steps.append(("decode", batch))
+        for u in batch:
+            produced[u] += 1
+        running = [u for u in running if produced[u] < limit[u]]
+    return steps
+''', expect="prefill 这一步把在跑的请求也放进来了"),
+    Cheat("022_batching_steps", "decode 批按 uid 排序（而不是接纳的先后）", '''
+_admission_order = simulate
+def simulate(requests, max_running, continuous):
+    return [(p, sorted(b) if p == "decode" else b) for p, b in _admission_order(requests, max_running, continuous)]
+''', expect="按接纳的先后排"),
+    Cheat("022_batching_steps", "短的先来（不是先来先服务）", '''
+_fcfs = simulate
+def simulate(requests, max_running, continuous):
+    return _fcfs(sorted(requests, key=lambda r: r[1]), max_running, continuous)
+''', expect="先来先服务"),
+    # ---- 023 token 池的下标
+    Cheat("023_token_pool_indices", "新 token 写在 device_len - 1（覆盖了最后一个输入 token）", '''
+def write_indices(reqs):
+    return (torch.tensor([r[0] for r in reqs], dtype=torch.int64),
+            torch.tensor([r[2] - 1 for r in reqs], dtype=torch.int64))
+''', expect="写在了 device_len - 1"),
+    Cheat("023_token_pool_indices", "最后一个 token 也写在 device_len（不按题目写到 -1）", '''
+def write_indices(reqs):
+    return (torch.tensor([r[0] for r in reqs], dtype=torch.int64),
+            torch.tensor([r[2] for r in reqs], dtype=torch.int64))
+''', expect="它要写到 -1"),
+    Cheat("023_token_pool_indices", "位置从 0 数（忘了 cached_len）", '''
+def input_indices(reqs):
+    lens = [r[2] - r[1] for r in reqs]
+    rows = [r[0] for r, n in zip(reqs, lens) for _ in range(n)]
+    positions = [p for n in lens for p in range(n)]
+    return torch.tensor(rows, dtype=torch.int64), torch.tensor(positions, dtype=torch.int64)
+''', expect="位置从 0 数了"),
+    Cheat("023_token_pool_indices", "每步把整段序列 [0, device_len) 都当输入", '''
+def input_indices(reqs):
+    rows = [r[0] for r in reqs for _ in range(r[2])]
+    positions = [p for r in reqs for p in range(r[2])]
+    return torch.tensor(rows, dtype=torch.int64), torch.tensor(positions, dtype=torch.int64)
+''', expect="形状"),
+    # ---- 024 按持有份数管理的页池
+    Cheat("024_page_refcounts", "一还就空闲，不看还剩几份（上游的做法）", '''
+_orig_release = PagePool.release
+def _release(self, pages):
+    self._check_pages(pages)
+    freed = []
+    for page in pages:
+        if self._refs[page] == 0:
+            raise ValueError("放多了")
+        if page not in self._free:
+            self._refs[page] = 0
+            self._free.append(page)
+            freed.append(page)
+    return freed
+PagePool.release = _release
+''', expect="各剩 1 份"),
+    Cheat("024_page_refcounts", "hold 不查空闲页", '''
+def _hold(self, pages):
+    self._check_pages(pages)
+    for page in pages:
+        if self._refs[page] == 0 and page in self._free:
+            self._free.remove(page)
+        self._refs[page] += 1
+PagePool.hold = _hold
+''', expect="里面有空闲页"),
+    Cheat("024_page_refcounts", "alloc 不够时先分了一部分再报错", '''
+def _alloc(self, n):
+    pages = []
+    while len(pages) < n:
+        if not self._free:
+            raise ValueError("不够")
+        page = self._free.pop()
+        self._refs[page] = 1
+        pages.append(page)
+    return pages
+PagePool.alloc = _alloc
+''', expect="应该是 0"),
+    Cheat("024_page_refcounts", "release 不查页号（-1 被当成最后一页）", '''
+def _release_unchecked(self, pages):
+    from collections import Counter
+    for page, times in Counter(pages).items():
+        if self._refs[page] < times:
+            raise ValueError("放多了")
+    freed = []
+    for page in pages:
+        self._refs[page] -= 1
+        if self._refs[page] == 0:
+            self._free.append(page)
+            freed.append(page)
+    return freed
+
+
+PagePool.release = _release_unchecked
+''', expect="-1 号页不存在"),
+    # ---- 025 按最坏情况准入
+    Cheat("025_worst_case_admission", "忘了在跑的请求将来还要的页", '''
+_orig_admit = admit
+def admit(pending, running, **kw):
+    return _orig_admit(pending, [], **kw)
+''', expect="忘了在跑的请求"),
+    Cheat("025_worst_case_admission", "先数后锁", '''
+def admit(pending, running, *, page_size, free_pages, evictable_pages, free_rows, token_budget):
+    _validate(pending, running, page_size, {"free_pages": free_pages, "evictable_pages": evictable_pages,
+              "free_rows": free_rows, "token_budget": token_budget})
+    reserved = sum(_ceil_div(e - 1, page_size) - _ceil_div(s, page_size) for s, e in running)
+    admitted = 0
+    for input_len, max_tokens, cached_len, lock_pages in pending:
+        if admitted == free_rows or (admitted > 0 and input_len - cached_len > token_budget):
+            break
+        worst = _ceil_div(input_len + max_tokens - 1, page_size) - cached_len // page_size
+        if worst + reserved > free_pages + evictable_pages:
+            break
+        evictable_pages -= lock_pages
+        token_budget -= input_len - cached_len
+        reserved += worst
+        admitted += 1
+    return admitted
+''', expect="应该接纳"),
+    Cheat("025_worst_case_admission", "放不下就跳过，接着试后面的", '''
+_orig_admit = admit
+def admit(pending, running, **kw):
+    taken = []
+    for i, req in enumerate(pending):
+        if _orig_admit(taken + [req], running, **kw) == len(taken) + 1:
+            taken.append(req)
+    return len(taken)
+''', expect="应该接纳"),
+    Cheat("025_worst_case_admission", "只查 free_pages 是不是负数", '''
+_validate_all = _validate
+def _validate(pending, running, page_size, counts):
+    _validate_all(pending, running, page_size, {"free_pages": counts["free_pages"]})
+''', expect="evictable_pages 是负数"),
+    Cheat("025_worst_case_admission", "负的 lock_pages 当成 0", '''
+_admit = admit
+def admit(pending, running, **kw):
+    pending = [(i, m, c, max(lock, 0)) for i, m, c, lock in pending]
+    return _admit(pending, running, **kw)
+''', expect="lock_pages 是负数"),
+    # ---- 026 把算好的前缀交给缓存
+    Cheat("026_cache_req_ownership", "缓存里已经有的重复页当场还掉（上游的做法）", '''
+def cache_req(pool, cache, row_pages, tokens, cached_len, *, page_size, finished):
+    if not 0 <= cached_len <= len(tokens) or cached_len > len(row_pages) * page_size:
+        raise ValueError("参数不对")
+    n = cached_len // page_size
+    borrowed = 0  # 借来的页缓存也持有，份数 ≥ 2
+    while borrowed < n and pool.refs[row_pages[borrowed]] >= 2:
+        borrowed += 1
+    already = cache.insert(list(tokens[:n * page_size]), list(row_pages[:n]))
+    pool.hold(list(row_pages[already:n]))
+    if finished:
+        pool.release(list(row_pages))
+    else:
+        pool.release(list(row_pages[borrowed:already]))  # 上游：重复的页当场还回空闲页
+    return n * page_size
+''', expect="只归 B 的行"),
+    Cheat("026_cache_req_ownership", "原来就在缓存里的页也让缓存加一份", '''
+_orig_cache_req = cache_req
+def cache_req(pool, cache, row_pages, tokens, cached_len, *, page_size, finished):
+    if not 0 <= cached_len <= len(tokens) or cached_len > len(row_pages) * page_size:
+        raise ValueError("参数不对")
+    n = cached_len // page_size
+    cache.insert(list(tokens[:n * page_size]), list(row_pages[:n]))
+    pool.hold(list(row_pages[:n]))
+    if finished:
+        pool.release(list(row_pages))
+    return n * page_size
+''', expect="持有份数"),
+    Cheat("026_cache_req_ownership", "不满一页的尾巴也交给缓存", '''
+def cache_req(pool, cache, row_pages, tokens, cached_len, *, page_size, finished):
+    if not 0 <= cached_len <= len(tokens) or cached_len > len(row_pages) * page_size:
+        raise ValueError("参数不对")
+    n = -(-cached_len // page_size)
+    already = cache.insert(list(tokens[:cached_len]), list(row_pages[:n]))
+    pool.hold(list(row_pages[already:n]))
+    if finished:
+        pool.release(list(row_pages))
+    return cached_len
+''', expect="只收整页"),
+    # ---- 027 按整页匹配和插入的 radix 树
+    Cheat("027_radix_match_insert", "匹配停在节点中间时不切分", '''
+def _match_without_split(self, ids):
+    ids, node, matched, values = list(ids), self.root, 0, []
+    while matched < len(ids):
+        rest = ids[matched:]
+        child = node.children.get(tuple(rest[: self.page_size]))
+        if child is None:
+            break
+        n = 0
+        while n < min(len(child.key), len(rest)) and child.key[n] == rest[n]:
+            n += 1
+        n -= n % self.page_size
+        values, matched = values + child.value[:n], matched + n
+        if n < len(child.key):
+            break
+        node = child
+    return matched, values
+
+
+RadixTree.match = _match_without_split
+''', expect="切成两段"),
+    Cheat("027_radix_match_insert", "新节点直接存调用者的列表（不拷贝）", '''
+def _insert_without_copy(self, ids, values):
+    if len(ids) != len(values):
+        raise ValueError("长度不同")
+    n = len(ids) - len(ids) % self.page_size
+    node, matched = self._walk(list(ids[:n]))
+    if matched < n:
+        whole = matched == 0 and n == len(ids)
+        child = Node(ids if whole else ids[matched:n], values if whole else values[matched:n], node)
+        node.children[tuple(child.key[: self.page_size])] = child
+    return matched
+
+
+RadixTree.insert = _insert_without_copy
+''', expect="拷贝"),
+    Cheat("027_radix_match_insert", "不建树：一个字典记住每个整页前缀", '''
+class RadixTree:
+    def __init__(self, page_size):
+        self.page_size, self.root, self.pages = page_size, Node([], [], None), {}
+
+    def match(self, ids):
+        n, values = 0, []
+        while n + self.page_size <= len(ids) and tuple(ids[: n + self.page_size]) in self.pages:
+            values += self.pages[tuple(ids[: n + self.page_size])]
+            n += self.page_size
+        return n, values
+
+    def insert(self, ids, values):
+        if len(ids) != len(values):
+            raise ValueError("长度不同")
+        cached = self.match(ids)[0]
+        for end in range(cached + self.page_size, len(ids) - len(ids) % self.page_size + 1, self.page_size):
+            self.pages[tuple(ids[:end])] = list(values[end - self.page_size : end])
+        return cached
+''', expect="孩子表"),
+    Cheat("027_radix_match_insert", "match 交出节点自己的 value（别名）", '''
+_match = RadixTree.match
+
+
+def _match_alias(self, ids):
+    n, values = _match(self, ids)
+    child = self.root.children.get(self._first_page(list(ids)))
+    if child is not None and 0 < n == len(child.key):  # 命中正好是一个节点：省一次拷贝
+        return n, child.value
+    return n, values
+
+
+RadixTree.match = _match_alias
+''', expect="match 要交出新的列表"),
+    # ---- 028 锁计数与 LRU 逐出
+    Cheat("028_radix_lock_evict", "锁从父节点开始，句柄自己的节点没锁上", '''
+_lock = RadixCache.lock
+
+
+def _lock_from_parent(self, node, unlock=False):
+    if node is not self.root:
+        _lock(self, node.parent, unlock)
+
+
+RadixCache.lock = _lock_from_parent
+''', expect="自己的节点没锁上"),
+    Cheat("028_radix_lock_evict", "先逐出最近用过的叶子", '''
+def _evict_newest(self, size):
+    if size > self.evictable_size:
+        raise ValueError("不够")
+    evicted = []
+    while len(evicted) < size:
+        leaves, stack = [], list(self.root.children.values())
+        while stack:
+            node = stack.pop()
+            stack.extend(node.children.values())
+            if not node.children and node.ref_count == 0:
+                leaves.append(node)
+        leaf = max(leaves, key=lambda n: n.last_access)
+        del leaf.parent.children[tuple(leaf.key[: self.page_size])]
+        evicted += leaf.value
+        self.evictable_size -= len(leaf.key)
+    return evicted
+
+
+RadixCache.evict = _evict_newest
+''', expect="最久没用"),
+    Cheat("028_radix_lock_evict", "把 size 当成页数（上游 #80 的反面）", '''
+_evict = RadixCache.evict
+
+
+def _evict_pages(self, size):
+    return _evict(self, size // self.page_size)  # 调用者把 token 数当页数传
+
+
+RadixCache.evict = _evict_pages
+''', expect="按 token 计"),
+    Cheat("028_radix_lock_evict", "evict 不先查 size（逐出一半才抛错）", '''
+def _evict_no_precheck(self, size):
+    candidates, stack = [], list(self.root.children.values())
+    while stack:
+        node = stack.pop()
+        stack.extend(node.children.values())
+        if not node.children and node.ref_count == 0:
+            candidates.append(node)
+    evicted = []
+    while len(evicted) < size:  # 候选用完时 min([]) 自己抛 ValueError，可前面的叶子已经走了
+        leaf = min(candidates, key=lambda n: n.last_access)
+        candidates.remove(leaf)
+        parent = leaf.parent
+        del parent.children[tuple(leaf.key[: self.page_size])]
+        evicted += leaf.value
+        self.evictable_size -= len(leaf.key)
+        if parent is not self.root and not parent.children and parent.ref_count == 0:
+            candidates.append(parent)
+    return evicted
+
+
+RadixCache.evict = _evict_no_precheck
+''', expect="出错时什么都不改"),
+    Cheat("028_radix_lock_evict", "evict 返回的槽位排了序", '''
+_evict_in_order = RadixCache.evict
+
+
+def _evict_sorted(self, size):
+    return sorted(_evict_in_order(self, size))
+
+
+RadixCache.evict = _evict_sorted
+''', expect="按逐出的先后"),
+    Cheat("028_radix_lock_evict", "解锁不查计数", '''
+def _lock_unchecked(self, node, unlock=False):
+    while node is not self.root:
+        if unlock:
+            node.ref_count -= 1
+            if node.ref_count == 0:
+                self.protected_size -= len(node.key)
+                self.evictable_size += len(node.key)
+        else:
+            if node.ref_count == 0:
+                self.evictable_size -= len(node.key)
+                self.protected_size += len(node.key)
+            node.ref_count += 1
+        node = node.parent
+
+
+RadixCache.lock = _lock_unchecked
+''', expect="还没锁就再解锁"),
+    # ---- 029 radix 缓存的自检
+    Cheat("029_radix_integrity", "只重新数两个总数", '''
+def check_integrity(cache):
+    evictable = protected = 0
+    stack = list(cache.root.children.values())
+    while stack:
+        node = stack.pop()
+        stack.extend(node.children.values())
+        if node.ref_count == 0:
+            evictable += len(node.key)
+        else:
+            protected += len(node.key)
+    if (evictable, protected) != (cache.evictable_size, cache.protected_size):
+        raise ValueError("记账不符")
+''', expect="孩子们的计数之和"),
+    Cheat("029_radix_integrity", "父节点的计数只和最大的孩子比", '''
+_check = check_integrity
+
+
+def check_integrity(cache):
+    stack = [cache.root]
+    while stack:
+        node = stack.pop()
+        stack.extend(node.children.values())
+        for child in node.children.values():
+            if node is not cache.root and node.ref_count < child.ref_count:
+                raise ValueError("孩子的计数比父节点多")
+    saved = [(n, n.ref_count) for n in _all(cache)]
+    for n, _ in saved:  # 把"之和"那条规矩骗过去：父节点的计数临时抬高到孩子之和
+        n.ref_count = max(n.ref_count, sum(c.ref_count for c in n.children.values()))
+    try:
+        _check(cache)
+    finally:
+        for n, r in saved:
+            n.ref_count = r
+
+
+def _all(cache):
+    out, stack = [], list(cache.root.children.values())
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        stack.extend(node.children.values())
+    return out
+''', expect="孩子们的计数之和"),
+    Cheat("029_radix_integrity", "不查同一个槽位出现两次", '''
+_check = check_integrity
+
+
+def check_integrity(cache):
+    import builtins
+
+    original = builtins.set
+
+    class _Blind(original):  # 让参考答案里的"见过的槽位"永远是空的
+        def __contains__(self, item):
+            return False
+
+    globals()["set"] = _Blind
+    try:
+        _check(cache)
+    finally:
+        del globals()["set"]
+''', expect="同一页槽位出现在两个节点里"),
+    Cheat("029_radix_integrity", "第 4 条只查页边界、不查连续", '''
+def check_integrity(cache):
+    ps = cache.page_size
+    evictable = protected = 0
+    seen = set()
+    stack = [cache.root]
+    while stack:
+        node = stack.pop()
+        below = 0
+        for first, child in node.children.items():
+            if child.parent is not node or len(child.key) != len(child.value):
+                raise ValueError("parent 或长度不对")
+            if not child.key or len(child.key) % ps or first != tuple(child.key[:ps]):
+                raise ValueError("不是整页，或孩子表的键不对")
+            for i in range(0, len(child.value), ps):
+                page = child.value[i : i + ps]
+                if page[0] % ps or len(page) != ps:
+                    raise ValueError("不是一整页")
+            for slot in child.value:
+                if slot in seen:
+                    raise ValueError("槽位出现两次")
+                seen.add(slot)
+            if child.ref_count < 0:
+                raise ValueError("锁计数是负数")
+            if child.ref_count == 0:
+                evictable += len(child.key)
+            else:
+                protected += len(child.key)
+            below += child.ref_count
+            stack.append(child)
+        if node is not cache.root and node.ref_count < below:
+            raise ValueError("父节点的计数小于孩子们之和")
+    if (evictable, protected) != (cache.evictable_size, cache.protected_size):
+        raise ValueError("记账不符")
+''', expect="后面的槽位却不连续", full=True),
+    Cheat("029_radix_integrity", "第 4 条只查连续、不查页边界", '''
+def check_integrity(cache):
+    ps = cache.page_size
+    evictable = protected = 0
+    seen = set()
+    stack = [cache.root]
+    while stack:
+        node = stack.pop()
+        below = 0
+        for first, child in node.children.items():
+            if child.parent is not node or len(child.key) != len(child.value):
+                raise ValueError("parent 或长度不对")
+            if not child.key or len(child.key) % ps or first != tuple(child.key[:ps]):
+                raise ValueError("不是整页，或孩子表的键不对")
+            for i in range(0, len(child.value), ps):
+                page = child.value[i : i + ps]
+                if page != list(range(page[0], page[0] + ps)):
+                    raise ValueError("不是一整页")
+            for slot in child.value:
+                if slot in seen:
+                    raise ValueError("槽位出现两次")
+                seen.add(slot)
+            if child.ref_count < 0:
+                raise ValueError("锁计数是负数")
+            if child.ref_count == 0:
+                evictable += len(child.key)
+            else:
+                protected += len(child.key)
+            below += child.ref_count
+            stack.append(child)
+        if node is not cache.root and node.ref_count < below:
+            raise ValueError("父节点的计数小于孩子们之和")
+    if (evictable, protected) != (cache.evictable_size, cache.protected_size):
+        raise ValueError("记账不符")
+''', expect="不从页边界开始", full=True),
+    Cheat("029_radix_integrity", "重复的槽位只和别的节点比（同一个节点里的不查）", '''
+def check_integrity(cache):
+    ps = cache.page_size
+    evictable = protected = 0
+    seen = set()
+    stack = [cache.root]
+    while stack:
+        node = stack.pop()
+        below = 0
+        for first, child in node.children.items():
+            if child.parent is not node or len(child.key) != len(child.value):
+                raise ValueError("parent 或长度不对")
+            if not child.key or len(child.key) % ps or first != tuple(child.key[:ps]):
+                raise ValueError("不是整页，或孩子表的键不对")
+            for i in range(0, len(child.value), ps):
+                page = child.value[i : i + ps]
+                if page != list(range(page[0], page[0] + ps)) or page[0] % ps:
+                    raise ValueError("不是一整页")
+            if seen.intersection(child.value):
+                raise ValueError("槽位出现两次")
+            seen.update(child.value)
+            if child.ref_count < 0:
+                raise ValueError("锁计数是负数")
+            if child.ref_count == 0:
+                evictable += len(child.key)
+            else:
+                protected += len(child.key)
+            below += child.ref_count
+            stack.append(child)
+        if node is not cache.root and node.ref_count < below:
+            raise ValueError("父节点的计数小于孩子们之和")
+    if (evictable, protected) != (cache.evictable_size, cache.protected_size):
+        raise ValueError("记账不符")
+''', expect="同一个节点里同一页出现了两次", full=True),
+    Cheat("029_radix_integrity", "查完顺手摘掉没锁住的叶子（改了树）", '''
+_check = check_integrity
+
+
+def check_integrity(cache):
+    _check(cache)
+    stack = [cache.root]
+    while stack:
+        node = stack.pop()
+        for first, child in list(node.children.items()):
+            if not child.children and child.ref_count == 0:
+                del node.children[first]
+                cache.evictable_size -= len(child.key)
+            else:
+                stack.append(child)
+''', expect="改动了树"),
+    # ---- 030 按 token 预算切分 prefill 队列
+    Cheat("030_chunk_queue", "第 7 章的做法：第一个请求比预算长也整段收下", '''
+def plan_prefill(input_lens, token_budget, cached_lens=None):
+    cached_lens = cached_lens or [0] * len(input_lens)
+    if token_budget < 1 or len(cached_lens) != len(input_lens) or any(n < 1 or not 0 <= c < n for n, c in zip(input_lens, cached_lens)):
+        raise ValueError("参数不对")
+    steps, head = [], 0
+    while head < len(input_lens):
+        budget, batch = token_budget, []
+        while head < len(input_lens) and (not batch or input_lens[head] - cached_lens[head] <= budget):
+            batch.append((head, cached_lens[head], input_lens[head]))
+            budget -= input_lens[head] - cached_lens[head]
+            head += 1
+        steps.append(batch)
+    return steps
+''', expect="超过了预算"),
+    Cheat("030_chunk_queue", "被切开的请求排到队尾", '''
+from collections import deque
+def plan_prefill(input_lens, token_budget, cached_lens=None):
+    cached_lens = cached_lens or [0] * len(input_lens)
+    if token_budget < 1 or len(cached_lens) != len(input_lens) or any(n < 1 or not 0 <= c < n for n, c in zip(input_lens, cached_lens)):
+        raise ValueError("参数不对")
+    queue, pos, steps = deque(range(len(input_lens))), list(cached_lens), []
+    while queue:
+        budget, batch = token_budget, []
+        while budget > 0 and queue:
+            i = queue.popleft()
+            end = min(input_lens[i], pos[i] + budget)
+            batch.append((i, pos[i], end)); budget -= end - pos[i]; pos[i] = end
+            if end < input_lens[i]:
+                queue.append(i)
+                break
+        steps.append(batch)
+    return steps
+''', expect="回到队首"),
+    Cheat("030_chunk_queue", "不看 cached_lens，从 0 开始算", '''
+_orig_plan = plan_prefill
+def plan_prefill(input_lens, token_budget, cached_lens=None):
+    if cached_lens is not None and len(cached_lens) != len(input_lens):
+        raise ValueError("参数不对")
+    return _orig_plan(input_lens, token_budget, None)
+''', expect="cached_lens"),
+    # ---- 031 分块算 prefill 的注意力
+    Cheat("031_chunked_attention", "每块都给全部 key，靠掩码挡住后面的", '''
+def chunked_attention(q, k, v, chunk, attend):
+    n = q.shape[0]
+    if k.shape[0] != n or v.shape[0] != n:
+        raise ValueError("行数不一样")
+    outputs = []
+    for s, e in _chunks(n, chunk):
+        mask = torch.arange(n)[None, :] <= torch.arange(s, e)[:, None]
+        outputs.append(attend(q[s:e], k, v, mask))
+    return torch.cat(outputs)
+''', expect="后面的 key"),
+    Cheat("031_chunked_attention", "左上对齐的掩码（is_causal 的样子）", '''
+def chunked_attention(q, k, v, chunk, attend):
+    n = q.shape[0]
+    if k.shape[0] != n or v.shape[0] != n:
+        raise ValueError("行数不一样")
+    outputs = []
+    for s, e in _chunks(n, chunk):
+        mask = torch.ones(e - s, e, dtype=torch.bool).tril()
+        outputs.append(attend(q[s:e], k[:e], v[:e], mask))
+    return torch.cat(outputs)
+''', expect="左上对齐"),
+    Cheat("031_chunked_attention", "不分块，一次算完", '''
+_orig_chunked = chunked_attention
+def chunked_attention(q, k, v, chunk, attend):
+    if chunk < 1:
+        raise ValueError("chunk 至少是 1")
+    return _orig_chunked(q, k, v, max(q.shape[0], 1), attend)
+''', expect="一块一块"),
+    Cheat("031_chunked_attention", "峰值只看最后一块", '''
+def peak_score_elements(n, chunk, num_heads):
+    chunks = _chunks(n, chunk)
+    s, e = chunks[-1]
+    return num_heads * (e - s) * e
+''', expect="peak_score_elements"),
+    # ---- 032 长提示来了，decode 要等多久
+    Cheat("032_decode_stall", "不看 decode_between_chunks，总是 prefill 优先", '''
+_orig_simulate = simulate
+def simulate(decode_left, prompt_len, token_budget, decode_between_chunks, prefill_ms, decode_ms):
+    return _orig_simulate(decode_left, prompt_len, token_budget, False, prefill_ms, decode_ms)
+''', expect="decode_between_chunks"),
+    Cheat("032_decode_stall", "token 按一步开始的时刻到达", '''
+def simulate(decode_left, prompt_len, token_budget, decode_between_chunks, prefill_ms, decode_ms):
+    if prompt_len < 1 or token_budget < 1 or any(n < 1 for n in decode_left):
+        raise ValueError("参数不对")
+    left, last = list(decode_left), [0.0] * len(decode_left)
+    now, pos, max_gap, ttft, steps = 0.0, 0, 0.0, 0.0, []
+    while pos < prompt_len or any(left):
+        running = [i for i, n in enumerate(left) if n > 0]
+        if pos < prompt_len and not (decode_between_chunks and running and steps and steps[-1][0] == "prefill"):
+            end = min(pos + token_budget, prompt_len)
+            now += prefill_ms(pos, end)
+            steps.append(("prefill", pos, end))
+            pos = end
+            if pos == prompt_len:
+                ttft = now
+        else:
+            start = now
+            now += decode_ms(len(running))
+            steps.append(("decode", len(running)))
+            for i in running:
+                max_gap = max(max_gap, start - last[i])   # 按这一步开始的时刻算
+                last[i] = start
+                left[i] -= 1
+    return steps, max_gap, ttft
+''', expect="结束时到达"),
+    Cheat("032_decode_stall", "每块都按从 0 开始计时（不看块在提示里的位置）", '''
+_orig_simulate = simulate
+def simulate(decode_left, prompt_len, token_budget, decode_between_chunks, prefill_ms, decode_ms):
+    return _orig_simulate(decode_left, prompt_len, token_budget, decode_between_chunks,
+                          lambda s, e: prefill_ms(0, e - s), decode_ms)
+''', expect="真实位置"),
+    # ---- 033 两段流水线的时间
+    Cheat("033_pipeline_timeline", "每一步单独取 max，不模拟等待往后传", """
+def pipeline_time(prepare, forward, process):
+    if not len(prepare) == len(forward) == len(process) or min([*prepare, *forward, *process], default=0) < 0:
+        raise ValueError("参数不对")
+    normal = sum(prepare) + sum(forward) + sum(process)
+    return normal, sum(max(p + r, f) for p, f, r in zip(prepare, forward, process))
+""", expect="每一步单独取了 max"),
+    Cheat("033_pipeline_timeline", "max(CPU 的和, 前向的和)", """
+def pipeline_time(prepare, forward, process):
+    if not len(prepare) == len(forward) == len(process) or min([*prepare, *forward, *process], default=0) < 0:
+        raise ValueError("参数不对")
+    normal = sum(prepare) + sum(forward) + sum(process)
+    return normal, max(sum(prepare) + sum(process), sum(forward))
+""", expect="max(CPU 的和, 前向的和)"),
+    # ---- 034 重叠循环的记账
+    Cheat("034_overlap_loop", "按发出的次数判断结束（少生成一个 token）", patched(
+        "034_overlap_loop", "if len(outputs[i]) == max_tokens[i] or token == eos_id:",
+        "if launched[i] == max_tokens[i] or token == eos_id:"), expect="少了最后一个", full=True),
+    Cheat("034_overlap_loop", "结束之后多算的 token 也放进输出", patched(
+        "034_overlap_loop", "continue  # 结束之后多算的那一步", "outputs[i].append(token); continue"),
+        expect="要丢掉", full=True),
+    Cheat("034_overlap_loop", "请求一结束就还行，不管在途的那一批", patched(
+        "034_overlap_loop", "for i in [i for i in to_release if i not in in_flight]:",
+        "for i in list(to_release):"), expect="还在往这一行写", full=True),
+    Cheat("034_overlap_loop", "不重叠：先取上一批的结果，再发出这一批", """
+def overlap_generate(prompts, max_tokens, engine, num_rows, eos_id=None):
+    n = len(prompts)
+    if len(max_tokens) != n or any(m < 1 for m in max_tokens) or num_rows < 1:
+        raise ValueError("参数不对")
+    outputs, running, waiting, row_of, free = [[] for _ in range(n)], [], list(range(n)), {}, set(range(num_rows))
+    while waiting or running:
+        batch = [(i, row_of[i]) for i in running]
+        while waiting and free:
+            i = waiting.pop(0)
+            row_of[i] = min(free)
+            free.remove(row_of[i])
+            running.append(i)
+            batch.append((i, row_of[i]))
+        for (i, _), token in zip(batch, engine.launch(batch).result()):
+            outputs[i].append(token)
+            if len(outputs[i]) == max_tokens[i] or token == eos_id:
+                running.remove(i)
+                free.add(row_of.pop(i))
+    return outputs
+""", expect="每步先拼批、launch，再取上一批的结果"),
+    # ---- 035 CPU 上的流和事件
+    Cheat("035_cpu_stream", "用 concurrent.futures 的线程池", """
+from concurrent.futures import ThreadPoolExecutor
+
+class CpuEvent:
+    def __init__(self, future):
+        self.future = future
+    def synchronize(self):
+        self.future.result()
+    def query(self):
+        return self.future.done()
+
+class CpuStream:
+    def __init__(self):
+        self.pool, self.closed = ThreadPoolExecutor(1), False
+    def submit(self, fn, *args):
+        if self.closed:
+            raise RuntimeError("已关闭")
+        return CpuEvent(self.pool.submit(fn, *args))
+    def synchronize(self):
+        self.pool.submit(lambda: None).result()
+    def close(self):
+        self.closed = True
+        self.pool.shutdown(wait=True)
+""", expect="concurrent.futures"),
+    Cheat("035_cpu_stream", "submit 里当场执行（没有工作线程）", """
+class CpuEvent:
+    def __init__(self, error=None):
+        self.error = error
+    def synchronize(self):
+        if self.error is not None:
+            raise self.error
+    def query(self):
+        return True
+
+class CpuStream:
+    def __init__(self):
+        self.closed = False
+    def submit(self, fn, *args):
+        if self.closed:
+            raise RuntimeError("已关闭")
+        try:
+            fn(*args)
+        except BaseException as error:
+            return CpuEvent(error)
+        return CpuEvent()
+    def synchronize(self):
+        pass
+    def close(self):
+        self.closed = True
+""", expect="调用 submit 的线程"),
+    Cheat("035_cpu_stream", "每个任务一个线程", """
+class CpuStream:
+    def __init__(self):
+        self.closed, self.threads = False, []
+    def submit(self, fn, *args):
+        if self.closed:
+            raise RuntimeError("已关闭")
+        event = CpuEvent()
+        def work():
+            try:
+                fn(*args)
+            except BaseException as error:
+                event._error = error
+            finally:
+                event._done.set()
+        thread = threading.Thread(target=work, daemon=True)
+        thread.start()
+        self.threads.append(thread)
+        return event
+    def synchronize(self):
+        for thread in self.threads:
+            thread.join()
+    def close(self):
+        self.synchronize()
+        self.closed = True
+"""),
+    Cheat("035_cpu_stream", "任务里的异常吞掉，不在 synchronize() 里抛", """
+_orig_synchronize = CpuEvent.synchronize
+def _quiet(self):
+    self._done.wait()
+CpuEvent.synchronize = _quiet
+""", expect="却没有抛"),
 ]
 
 

@@ -65,7 +65,10 @@ def book(tmp_path, monkeypatch):
                 "minisgl/utils/misc.py", "minisgl/distributed/info.py"):
         write(snaps / "ch01_one" / rel, f"# {rel} v1\n")
     write(snaps / "ch01_one/examples/ch01_one.py", "print('one')\n")
-    write(snaps / "ch01_one/tests/test_ch01_one.py", "def test_ok():\n    assert True\n")
+    # 第 1 章的第二个测试在第 2 章的树里会失败（core.py 被改了）：谁重跑了它，报告里就看得见
+    write(snaps / "ch01_one/tests/test_ch01_one.py",
+          "from pathlib import Path\n\ndef test_ok():\n    assert True\n\n"
+          "def test_core_is_still_v1():\n    assert 'v1' in Path('minisgl/core.py').read_text()\n")
     write(snaps / "ch02_two/minisgl/core.py", "# core v2\nVALUE = 2\n")
     write(snaps / "ch02_two/minisgl/layers/linear.py", "# linear\n")
     write(snaps / "ch02_two/examples/ch02_two.py", "print('two')\n")
@@ -183,7 +186,7 @@ def test_manifest_errors(tmp_path):
     (["build", "99"], "没有第 99 章"),
     (["tree", "abc"], "不是章号"),
     (["diff", "21"], "还没写"),
-    (["check", "7"], "还没写"),
+    (["check", "20"], "还没写"),
     (["check", "3-2"], "是空的"),
 ])
 def test_cli_errors_are_one_line_and_nonzero(args, message):
@@ -246,24 +249,37 @@ def test_modified_files_decide_what_check_reruns(book):
     assert C.modified_files(1, chapters) == ["tests/conftest.py"]
 
 
+def test_reruns_start_at_the_first_chapter_that_had_a_modified_file(book):
+    tmp, chapters = book
+    assert C.earlier_tests_to_rerun(1, chapters) == []  # 只新建文件
+    assert [c.number for c in C.earlier_tests_to_rerun(2, chapters)] == [1]  # core.py 第 1 章才有
+    write(tmp / "snapshots/ch02_two/minisgl/__init__.py", "# v2\n")  # 仍是第 1 章才有的文件
+    assert [c.number for c in C.earlier_tests_to_rerun(2, chapters)] == [1]
+    write(tmp / "snapshots/ch02_two/examples/ch00_zero.py", "print('zero v2')\n")  # 第 0 章就有
+    assert [c.number for c in C.earlier_tests_to_rerun(2, chapters)] == [0, 1]
+    write(tmp / "snapshots/ch01_one/tests/conftest.py", "")  # pytest 配置影响所有测试
+    assert [c.number for c in C.earlier_tests_to_rerun(1, chapters)] == [0]
+
+
 def test_check_runs_only_the_chapters_own_tests_when_it_only_adds_files(book, steps_module, capsys):
     """第 1 章只新建文件：只跑它自己的测试（第 0 章那个在第 1 章的树里会失败的测试没有跑）。"""
     assert steps_module.main(["check", "0-1"]) == 0
     out = capsys.readouterr().out
     assert "合计：2 章通过，0 章失败" in out
-    assert "测试：本章 2 通过（本章只新建文件" in out  # 第 0 章自己的两个测试
-    assert "测试：本章 1 通过（本章只新建文件" in out  # 第 1 章：只有它自己的一个
+    assert out.count("测试：本章 2 通过（本章只新建文件") == 2  # 第 0、1 章各自的两个测试
     row = next(line for line in out.splitlines() if line.startswith("ch01 "))
-    assert "1 通过" in row and "不重跑" in row and row.endswith("✓")
+    assert "2 通过" in row and "不重跑" in row and row.endswith("✓")
 
 
 def test_check_reruns_earlier_tests_when_the_chapter_modifies_an_earlier_file(book, steps_module, capsys):
-    """第 2 章修改了 core.py：前几章的测试全部重跑，第 0 章那个测试在这里失败，这一章就不通过。"""
+    """第 2 章修改了 core.py（第 1 章才有）：第 1 章的测试重跑，其中一个在这里失败，这一章就不通过。
+    第 0 章的树里还没有 core.py，它的测试碰不到被改的文件，不重跑（它那个会失败的测试没有出现）。"""
     assert steps_module.main(["check", "2"]) == 1
     out = capsys.readouterr().out
-    assert "本章改了前几章也用的 minisgl/core.py，前几章的测试重跑" in out
-    assert "测试：本章 1 通过；前几章 2 通过，1 失败" in out
-    assert "test_tree_has_no_core_yet" in out  # 失败的测试和它的输出在报告里
+    assert "本章改了前几章也用的 minisgl/core.py，第 1 章的测试重跑" in out
+    assert "测试：本章 1 通过；前几章 1 通过，1 失败" in out
+    assert "test_core_is_still_v1" in out  # 失败的测试和它的输出在报告里
+    assert "test_tree_has_no_core_yet" not in out
     assert "合计：0 章通过，1 章失败" in out
 
 

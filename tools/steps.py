@@ -124,6 +124,14 @@ def cmd_run(args: argparse.Namespace) -> int:
                              f"Python 脚本请写成 python {command[0]}") from None
 
 
+def _span(chapters: list[C.Chapter]) -> str:
+    """[第 4、5、6 章] → "4–6"；只有一章时就是它的章号。"""
+    if not chapters:
+        return ""
+    first, last = chapters[0].number, chapters[-1].number
+    return str(first) if first == last else f"{first}–{last}"
+
+
 def _some(paths: list[str], n: int = 3) -> str:
     return "、".join(paths[:n]) + (f" 等 {len(paths)} 个文件" if len(paths) > n else "")
 
@@ -160,6 +168,7 @@ class Report:
     own: TestCounts | None = None  # 本章自己的测试（tests/test_chNN_slug.py）
     earlier: TestCounts | None = None  # 前几章的测试；None = 没有重跑
     modified: list[str] = field(default_factory=list)  # 本章修改的、前几章就有的文件
+    rerun_range: str = ""  # 重跑了哪几章的测试，如 "4–6"
     tests_ok: bool | None = None
     seconds: float = 0.0
     error: str = ""
@@ -228,11 +237,13 @@ def check_chapter(ch: C.Chapter, chapters: list[C.Chapter]) -> Report:
         print(_tail(out))
 
     t = time.monotonic()
-    rerun = bool(report.modified)
-    target = "tests" if rerun else ch.test_file
+    earlier = C.earlier_tests_to_rerun(ch.number, chapters)
+    rerun = bool(earlier)
+    report.rerun_range = _span(earlier)
+    targets = [e.test_file for e in earlier] + [ch.test_file]
     junit = tree / JUNIT
-    label = "  测试：本章与前几章的全部测试" if rerun else f"  测试：{ch.test_file}"
-    ok, out = _run_step([sys.executable, "-m", "pytest", "-q", "--rootdir=.", f"--junitxml={junit}", target],
+    label = f"  测试：本章与第 {report.rerun_range} 章的测试" if rerun else f"  测试：{ch.test_file}"
+    ok, out = _run_step([sys.executable, "-m", "pytest", "-q", "--rootdir=.", f"--junitxml={junit}", *targets],
                         tree, TEST_TIMEOUT, label)
     own_module = Path(ch.test_file).stem
     try:
@@ -247,7 +258,8 @@ def check_chapter(ch: C.Chapter, chapters: list[C.Chapter]) -> Report:
         print(f"  测试：没有测试结果（{seconds}）")
     elif rerun:
         print(f"  测试：本章 {report.own}；前几章 {report.earlier}"
-              f"（本章改了前几章也用的 {_some(report.modified)}，前几章的测试重跑）（{seconds}）")
+              f"（本章改了前几章也用的 {_some(report.modified)}，第 {report.rerun_range} 章的测试重跑；"
+              f"更早的章还没有这些文件）（{seconds}）")
     else:
         print(f"  测试：本章 {report.own}（本章只新建文件，前几章的测试不会受影响，不重跑）（{seconds}）")
     if not report.tests_ok:
@@ -296,7 +308,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     for r in reports:
         main = "—" if r.main_ok is None else ("通过" if r.main_ok else "失败")
         own = str(r.own) if r.own is not None else ("坏快照" if r.error else "没有结果")
-        earlier = str(r.earlier) if r.earlier is not None else ("不重跑" if r.own is not None else "—")
+        earlier = (f"第 {r.rerun_range} 章：{r.earlier}" if r.earlier is not None
+                   else ("不重跑" if r.own is not None else "—"))
         rows.append([f"ch{r.chapter.number:02d}", r.counts or "—", main, own, earlier,
                      f"{r.seconds:.1f}", "✓" if r.ok else "✗"])
     widths = [max(cli.display_width(x[i]) for x in rows + [head]) + 2 for i in range(5)]
@@ -306,7 +319,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     failed = [r for r in reports if not r.ok]
     print(f"\n合计：{len(reports) - len(failed)} 章通过，{len(failed)} 章失败"
           f"（用时 {cli.format_seconds(time.monotonic() - start)}）")
-    print("“前几章的测试”只在这一章修改了前几章的文件时重跑；只新建文件的一章弄不坏它们。")
+    print("“前几章的测试”只在这一章修改了前几章的文件时重跑，而且只重跑已经有这些文件的那几章；"
+          "只新建文件的一章弄不坏它们。")
     return 1 if failed else 0
 
 

@@ -228,6 +228,27 @@ def modified_files(number: int, chapters: list[Chapter] | None = None) -> list[s
     return [rel for rel in snapshot_files(ch) if rel in before or Path(rel).name in TEST_CONFIG]
 
 
+def earlier_tests_to_rerun(number: int, chapters: list[Chapter] | None = None) -> list[Chapter]:
+    """本章修改了前几章的文件时，要重跑哪几章的测试：从最早有这些文件的那一章起，到上一章为止。
+
+    更早的章的树里还没有这些文件，它们的测试碰不到被改的代码，不必重跑。
+    新加的 pytest 配置（conftest.py 等）影响所有测试，从第 0 章起。
+    """
+    chapters = chapters if chapters is not None else load_manifest()
+    modified = modified_files(number, chapters)
+    if not modified:
+        return []
+    first = number
+    for ch in written_chapters(chapters):
+        if ch.number >= number:
+            break
+        files = set(snapshot_files(ch))
+        if any(rel in files or Path(rel).name in TEST_CONFIG for rel in modified):
+            first = ch.number
+            break
+    return [ch for ch in written_chapters(chapters) if first <= ch.number < number]
+
+
 # ---------------------------------------------------------------- 构建
 
 

@@ -342,3 +342,19 @@ def test_metadata_on_cuda_matches_cpu():
     assert gpu.kv_indices.is_cuda and torch.equal(gpu.kv_indices.cpu(), cpu.kv_indices)
     assert torch.equal(gpu.key_mask.cpu(), cpu.key_mask)
     assert all(torch.equal(g.cpu(), c) for g, c in zip(gpu.causal_masks, cpu.causal_masks))
+
+
+@pytest.mark.parametrize("hq,hkv,n_q,n_k", [(9, 3, 1, 37), (16, 8, 7, 12), (4, 4, 5, 5), (8, 2, 1, 1)])
+def test_sdpa_with_enable_gqa_equals_repeating_the_kv_heads(hq, hkv, n_q, n_k):
+    """_sdpa 不复制 K/V（enable_gqa=True），结果与先 repeat_kv_heads 再算逐位相同，q 头与 KV 头的对应也一样。"""
+    from minisgl.attention.sdpa import repeat_kv_heads
+
+    g = torch.Generator().manual_seed(hq * 100 + n_k)
+    q = torch.randn(3, hq, n_q, 16, generator=g)
+    k, v = torch.randn(2, 3, hkv, n_k, 16, generator=g)
+    mask = torch.rand(3, 1, n_q, n_k, generator=g) > 0.3
+    mask[..., -1] = True  # 每个 query 至少看得见一个 key
+    ours = SDPAAttnBackend._sdpa(q, k, v, mask)
+    ref = F.scaled_dot_product_attention(q, repeat_kv_heads(k, hq), repeat_kv_heads(v, hq),
+                                         attn_mask=mask, scale=16 ** -0.5)
+    assert torch.equal(ours, ref)

@@ -62,6 +62,8 @@ def repeat_kv_heads(x: torch.Tensor, num_q_heads: int) -> torch.Tensor:
 
     repeat_interleave 让相邻的 q 头共用一个 KV 头：q 头 j 对应 KV 头 j // (hq / hkv)，
     与 Hugging Face 的 repeat_kv 相同，也与 TP 按头切分的方式一致。
+    _sdpa 用 SDPA 的 enable_gqa=True 做同样的对应，但不把 K/V 真的复制出来；
+    这个函数留作它的定义和测试里的参照。
     """
     num_kv_heads = x.shape[1]
     assert num_q_heads % num_kv_heads == 0, (num_q_heads, num_kv_heads)
@@ -151,8 +153,11 @@ class SDPAAttnBackend(BaseAttnBackend):
 
     @staticmethod
     def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor):
-        """q: [B, hq, n_q, d]，k/v: [B, hkv, n_k, d]，mask 可广播到 [B, hq, n_q, n_k]。"""
-        k = repeat_kv_heads(k, q.shape[1])
-        v = repeat_kv_heads(v, q.shape[1])
+        """q: [B, hq, n_q, d]，k/v: [B, hkv, n_k, d]，mask 可广播到 [B, hq, n_q, n_k]。
+
+        enable_gqa=True：q 头 j 用 KV 头 j // (hq / hkv)，和 repeat_kv_heads 的对应一样，
+        但不先把 K/V 复制 hq / hkv 份——decode 时那份复制比注意力本身还贵。
+        """
+        assert q.shape[1] % k.shape[1] == 0, (q.shape, k.shape)
         scale = q.shape[-1] ** -0.5  # 写明缩放，不依赖默认值
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=True)

@@ -125,7 +125,8 @@ class Scheduler:
         batch.positions = to_device(positions, torch.int64, self.device)
         input_tuple = (to_device(rows, torch.int64, self.device), batch.positions)
         # 新 token 的位置是 device_len（complete_one 之前）。这一步已是最后一个 token 的请求
-        # 不会再读它，写到最后一列 -1（永远读不到的位置），免得越过页表宽度
+        # 不会再读它，写到最后一列 -1：那一列永远不是提示（提示 + max_tokens ≤ 页表宽度），
+        # 请求结束后这一行交给新请求时，这次写入碰不到新请求的提示
         write_rows = [req.table_idx for req in reqs]
         write_pos = [req.device_len if req.remain_len > 1 else -1 for req in reqs]
         write_tuple = (to_device(write_rows, torch.int64, self.device),

@@ -1,0 +1,148 @@
+"""练习 031 的评测：和一次算完的因果注意力比较数值，并记下每次 attend 调用的形状。
+
+用法：python test.py 要评测的文件.py   （judge.py 会替你做）
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # 找到 practice/judgekit.py
+from judgekit import check, check_close, check_equal, check_raises, check_tensor, check_type, main, require
+
+SEED = 31
+
+
+def full_causal(q, k, v):
+    """参考：一次算完，逐个头 float64 手算（不用 SDPA、不造右下掩码：n_q == n_k 时就是下三角）。"""
+    n, hq, d = q.shape
+    group = hq // k.shape[1]
+    out = torch.empty(n, hq, d, dtype=torch.float64)
+    for h in range(hq):
+        qh, kh, vh = q[:, h].double(), k[:, h // group].double(), v[:, h // group].double()
+        scores = qh @ kh.T / math.sqrt(d)
+        scores = scores.masked_fill(~torch.ones(n, n, dtype=torch.bool).tril(), float("-inf"))
+        out[:, h] = scores.softmax(-1) @ vh
+    return out.to(q.dtype)
+
+
+class Recorder:
+    """提供给学习者的 attend：带 GQA 的掩码注意力，同时记下每次调用的形状。"""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, int]] = []
+
+    def __call__(self, q, k, v, mask):
+        check_tensor(mask, f"第 {len(self.calls) + 1} 次调用 attend 的 mask")
+        check(mask.dtype == torch.bool, f"mask 应该是布尔张量（True 表示能看见），你给的是 {mask.dtype}")
+        m, t = q.shape[0], k.shape[0]
+        check(tuple(mask.shape) == (m, t) and v.shape[0] == t,
+              f"第 {len(self.calls) + 1} 次调用 attend：q 有 {m} 行、k 有 {t} 行、v 有 {v.shape[0]} 行，"
+              f"mask 的形状应该是 ({m}, {t})，你给的是 {tuple(mask.shape)}")
+        self.calls.append((m, t))
+        group = q.shape[1] // k.shape[1]
+        kk = k.repeat_interleave(group, dim=1).transpose(0, 1)
+        vv = v.repeat_interleave(group, dim=1).transpose(0, 1)
+        out = torch.nn.functional.scaled_dot_product_attention(
+            q.transpose(0, 1), kk, vv, attn_mask=mask, scale=q.shape[-1] ** -0.5)
+        return out.transpose(0, 1)
+
+
+def check_calls(call: str, got_calls, want_calls, chunk: int) -> None:
+    if got_calls == want_calls:
+        return
+    lines = [f"{call} 调用 attend 的方式不对。",
+             f"  应该依次是 (query 数, key 数)：{want_calls}", f"  你的调用：{got_calls}"]
+    if any(m > chunk for m, _ in got_calls):
+        lines.append(f"  有一次送了超过 chunk={chunk} 个 query：要一块一块地算")
+    elif any(t > e for (_, t), (_, e) in zip(got_calls, want_calls)):
+        lines.append("  你给了某一块它后面的 key：第 [s, e) 块只该看到 key [0, e)，"
+                     "多给的 key 数值上被掩码挡住了，分数矩阵却一样大，分块就白做了")
+    check(False, "\n".join(lines))
+
+
+def check_case(mod, n: int, chunk: int, hq: int, hkv: int, d: int, dtype, gen) -> None:
+    q = torch.randn(n, hq, d, generator=gen, dtype=dtype)
+    k = torch.randn(n, hkv, d, generator=gen, dtype=dtype)
+    v = torch.randn(n, hkv, d, generator=gen, dtype=dtype)
+    inputs = [t.clone() for t in (q, k, v)]
+    call = f"chunked_attention(q[{n}, {hq}, {d}], k/v[{n}, {hkv}, {d}], chunk={chunk})"
+    rec = Recorder()
+    got = mod.chunked_attention(q, k, v, chunk, rec)
+    check_tensor(got, f"{call} 的返回值", shape=(n, hq, d), dtype=dtype)
+    for name, t, orig in zip("qkv", (q, k, v), inputs):
+        check(torch.equal(t, orig), f"{call} 改动了传进来的 {name}")
+    want_calls = [(min(s + chunk, n) - s, min(s + chunk, n)) for s in range(0, n, chunk)]
+    check_calls(call, rec.calls, want_calls, chunk)
+    got_calls = rec.calls
+    tol = 1e-4 if dtype == torch.float32 else 1e-9
+    check_close(got, full_causal(q, k, v), f"{call} 的输出（和一次算完的因果注意力比）", atol=tol, rtol=tol)
+    peak = mod.peak_score_elements(n, chunk, hq)
+    check_type(peak, int, f"peak_score_elements({n}, {chunk}, {hq})")
+    check_equal(peak, hq * max(m * t for m, t in got_calls),
+                f"peak_score_elements({n}, {chunk}, {hq})（各块 num_heads × query 数 × key 数 的最大值）")
+
+
+def check_example(mod) -> None:
+    rec = Recorder()
+    gen = torch.Generator().manual_seed(SEED)
+    q, k, v = (torch.randn(5, 2, 4, generator=gen) for _ in range(3))
+    masks = []
+    orig_call = rec.__call__
+
+    def spy(q_, k_, v_, mask):
+        masks.append(mask.clone())
+        return orig_call(q_, k_, v_, mask)
+
+    mod.chunked_attention(q, k, v, 2, spy)
+    check_calls("题目里的例子 chunked_attention(q[5, 2, 4], k/v[5, 2, 4], chunk=2)", rec.calls,
+                [(2, 2), (2, 4), (1, 5)], 2)
+    want = torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1]], dtype=torch.bool)
+    if not torch.equal(masks[1], want):
+        hint = ""
+        if masks[1].shape == want.shape and torch.equal(masks[1], torch.ones(2, 4, dtype=torch.bool).tril()):
+            hint = "\n  你的掩码是左上对齐的（像 is_causal=True）：第 i 个 query 是位置 s + i，要看见 key 0 … s + i"
+        check(False, f"题目里的例子：第二块的掩码应该是\n{want.int().tolist()}\n你的是\n{masks[1].int().tolist()}{hint}")
+    check_equal(mod.peak_score_elements(5, 2, 1), 8, "peak_score_elements(5, 2, 1)（第二块 2 × 4 = 8，大于最后一块 1 × 5）")
+
+
+def check_bad_arguments(mod) -> None:
+    q = torch.zeros(4, 2, 4)
+    never = Recorder()
+    check_raises(ValueError, mod.chunked_attention, q, q, q, 0, never, what="chunked_attention(…, chunk=0)")
+    check_raises(ValueError, mod.chunked_attention, q, q[:3], q[:3], 2, never,
+                 what="chunked_attention(q 4 行, k/v 3 行)")
+    check_raises(ValueError, mod.chunked_attention, q[:0], q[:0], q[:0], 2, never,
+                 what="chunked_attention(q 一行都没有)")
+    check_raises(ValueError, mod.peak_score_elements, 8, 0, 2, what="peak_score_elements(8, chunk=0, 2)")
+    check_raises(ValueError, mod.peak_score_elements, 0, 4, 2, what="peak_score_elements(n=0, 4, 2)")
+
+
+def run(mod: object) -> None:
+    require(mod, "chunked_attention")
+    require(mod, "peak_score_elements")
+    torch.set_num_threads(1)
+    check_example(mod)
+    rng = random.Random(SEED)
+    gen = torch.Generator().manual_seed(SEED)
+    for _ in range(40):
+        hkv = rng.choice([1, 2, 3])
+        hq = hkv * rng.choice([1, 2, 4])
+        n = rng.randint(1, 70)
+        chunk = rng.choice([1, 2, rng.randint(1, 16), rng.randint(1, 80), n])
+        dtype = rng.choice([torch.float32, torch.float64])
+        check_case(mod, n, chunk, hq, hkv, rng.choice([4, 8, 16]), dtype, gen)
+    for n in range(1, 40):  # peak：不只看最后一块
+        for chunk in range(1, 45):
+            want = max((min(s + chunk, n) - s) * min(s + chunk, n) for s in range(0, n, chunk))
+            check_equal(mod.peak_score_elements(n, chunk, 3), 3 * want, f"peak_score_elements({n}, {chunk}, 3)")
+    check_bad_arguments(mod)
+
+
+if __name__ == "__main__":
+    main(run)

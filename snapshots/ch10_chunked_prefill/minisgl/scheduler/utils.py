@@ -1,0 +1,40 @@
+"""调度器内部传递的两种小记录：排队中的请求，和一步之后每个请求的结果。"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
+
+import torch
+
+from minisgl.core import SamplingParams
+
+if TYPE_CHECKING:
+    from .prefill import ChunkedReq
+
+
+@dataclass
+class PendingReq:
+    """还在排队的请求。被接纳时才变成 Req；分块 prefill 没算完的请求也在这里排队。"""
+
+    uid: int
+    input_ids: torch.Tensor  # CPU 上的 int32 一维张量
+    sampling_params: SamplingParams
+    # 上一步只算了一块：它的页表行和 KV 页已经占着，这里接着算（第 10 章）
+    chunked_req: ChunkedReq | None = None
+
+    @property
+    def input_len(self) -> int:
+        return len(self.input_ids)
+
+    @property
+    def output_len(self) -> int:
+        return self.sampling_params.max_tokens
+
+
+class ReqOutput(NamedTuple):
+    """一步之后一个请求的结果：新 token，以及这个请求是否就此结束。"""
+
+    uid: int
+    next_token: int
+    finished: bool
