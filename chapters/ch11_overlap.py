@@ -245,6 +245,9 @@ for cls in (LLM, ReleaseAtOnce):
 # **规矩 4：取消在途的请求，同样等它那一批做完。** 上游收到取消时立即释放请求，而它的 prefill 还在途；处理那一批时又按“prefill 做完、把前缀交给缓存”再处理一遍，同一批页交了两次。照上游的做法写一个错误的版本：
 
 # %%
+import re
+
+
 class FreeOnAbort(LLM):
     def abort_req(self, uid):  # 错误的版本：取消时立即释放，不管它的 prefill 还在途
         req = self.decode_manager.abort_req(uid)
@@ -264,7 +267,8 @@ for cls in (LLM, FreeOnAbort):
             llm.step()
         print(f"{cls.__name__:<12} 跑完了，账目核对通过")
     except AssertionError as error:
-        print(f"{cls.__name__:<12} AssertionError：{error}")
+        short = re.sub(r"Req\(uid=(\d+)[^)]*\)", r"Req(uid=\1, …)", str(error))  # 长的 repr 折起来
+        print(f"{cls.__name__:<12} AssertionError：{short}")
     llm.shutdown()
 
 # %% [markdown]
@@ -282,7 +286,7 @@ for cls in (LLM, FreeOnAbort):
 run("python examples/ch11_gil.py")
 
 # %% [markdown]
-# `time.sleep` 不拿 GIL，重叠的一步接近 max；torch 算子也放开 GIL，但它和前向抢的是 CPU 核；纯 Python 一直拿着 GIL，前向线程每发一个算子都要等它让出来，重叠的一步接近甚至超过依次执行。最后几行改的是 `sys.setswitchinterval`：纯 Python 线程一次最多拿着 GIL 多久，到点解释器就强制换手。两个线程都要 CPU 时，能不能并行还要看机器上有没有空闲的核。
+# `time.sleep` 不拿 GIL，重叠的一步接近 max；torch 算子在执行时也放开 GIL，有空闲的核时一样藏得住，机器忙、没有空闲的核时它就和前向抢核（别的任务占着核时量，这一行接近依次执行）；纯 Python 一直拿着 GIL，前向线程每发一个算子都要等它让出来，重叠的一步接近甚至超过依次执行。最后几行改的是 `sys.setswitchinterval`：纯 Python 线程一次最多拿着 GIL 多久，到点解释器就强制换手。两个线程都要 CPU 时，能不能并行还要看机器上有没有空闲的核。
 #
 # 真实调度器里也是这样。同样的 decode，在“处理”里分别注入 20 ms 的 sleep 和 20 ms 的纯 Python，两种模式轮流各跑 3 遍：
 
@@ -306,7 +310,7 @@ plt.legend()
 plt.show()
 
 # %% [markdown]
-# 注入 sleep 时，重叠把那 20 ms 藏在了前向后面，一步接近 max(前向, 工作)；“等待”一列（调度器线程做完自己的事、等前向的时间）随之变短，少掉的正是被藏住的那部分。注入纯 Python 时藏不住：两个线程轮流拿 GIL，前向被拖长，一步不比依次执行快，还常常更慢。（“处理”一列是实测的时长：`python_work` 只按一次试跑估出循环次数，实际可能偏离标称的 20 ms；比较看同一组里的两行。）
+# 注入 sleep 时，重叠把那 20 ms 藏在了前向后面，一步接近 max(前向, 工作)；“等待”一列（调度器线程做完自己的事、等前向的时间）随之变短，少掉的正是被藏住的那部分。注入纯 Python 时藏不住：两个线程轮流拿 GIL，前向被拖长，一步不比依次执行快，还常常更慢。（“处理”一列是实测的时长：`python_work` 按热身后 5 次试跑的中位数估出循环次数，机器忙时实际仍会偏离标称的 20 ms；比较看同一组里的两行。）
 #
 # ### 真实的一步有多少时间拿着 GIL
 #

@@ -665,7 +665,7 @@ def _release_unchecked(self, pages):
 
 PagePool.release = _release_unchecked
 ''', expect="-1 号页不存在"),
-    # ---- 025 按最坏情况准入
+    # ---- 025 按最坏情况接纳
     Cheat("025_worst_case_admission", "忘了在跑的请求将来还要的页", '''
 _orig_admit = admit
 def admit(pending, running, **kw):

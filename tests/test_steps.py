@@ -283,6 +283,14 @@ def test_check_reruns_earlier_tests_when_the_chapter_modifies_an_earlier_file(bo
     assert "合计：0 章通过，1 章失败" in out
 
 
+def test_check_no_rerun_runs_only_the_chapters_own_tests(book, steps_module, capsys):
+    """--no-rerun：第 2 章改了 core.py 也只跑它自己的测试（第 1 章那个会失败的测试没有跑）。"""
+    assert steps_module.main(["check", "2", "--no-rerun"]) == 0
+    out = capsys.readouterr().out
+    assert "测试：本章 1 通过（按 --no-rerun 不重跑前几章的测试）" in out and "test_core_is_still_v1" not in out
+    assert "合计：1 章通过，0 章失败" in out
+
+
 def test_check_fails_on_a_broken_main_and_keeps_the_readers_tree(book, steps_module, capsys):
     tmp, _ = book
     write(tmp / "snapshots/ch01_one/examples/ch01_one.py", "raise SystemExit('main 坏了')\n")

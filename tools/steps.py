@@ -209,7 +209,7 @@ def _read_junit(path: Path, own_module: str) -> tuple[TestCounts, TestCounts]:
     return own, earlier
 
 
-def check_chapter(ch: C.Chapter, chapters: list[C.Chapter]) -> Report:
+def check_chapter(ch: C.Chapter, chapters: list[C.Chapter], rerun: bool = True) -> Report:
     """在 build/check/ 里单独搭这一章（不碰读者的 build/chNN），跑 main，再跑测试。
 
     本章修改了前几章就有的文件，前几章的测试才可能被它弄坏，这时重跑树里的全部测试；
@@ -237,7 +237,7 @@ def check_chapter(ch: C.Chapter, chapters: list[C.Chapter]) -> Report:
         print(_tail(out))
 
     t = time.monotonic()
-    earlier = C.earlier_tests_to_rerun(ch.number, chapters)
+    earlier = C.earlier_tests_to_rerun(ch.number, chapters) if rerun else []
     rerun = bool(earlier)
     report.rerun_range = _span(earlier)
     targets = [e.test_file for e in earlier] + [ch.test_file]
@@ -261,7 +261,8 @@ def check_chapter(ch: C.Chapter, chapters: list[C.Chapter]) -> Report:
               f"（本章改了前几章也用的 {_some(report.modified)}，第 {report.rerun_range} 章的测试重跑；"
               f"更早的章还没有这些文件）（{seconds}）")
     else:
-        print(f"  测试：本章 {report.own}（本章只新建文件，前几章的测试不会受影响，不重跑）（{seconds}）")
+        why = "按 --no-rerun 不重跑前几章的测试" if report.modified else "本章只新建文件，前几章的测试不会受影响，不重跑"
+        print(f"  测试：本章 {report.own}（{why}）（{seconds}）")
     if not report.tests_ok:
         print(_tail(out, 40))
     report.seconds = time.monotonic() - start
@@ -298,7 +299,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     reports = []
     for ch in selected:
         print(f"\n第 {ch.number} 章「{ch.title}」", flush=True)
-        report = check_chapter(ch, chapters)
+        report = check_chapter(ch, chapters, rerun=not args.no_rerun)
         if report.error:
             print(f"  错误：{report.error}")
         reports.append(report)
@@ -346,6 +347,8 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("check", help="逐章搭树、跑 main 和测试，给出报告")
     p.add_argument("chapters", metavar="N", nargs="*", help="章号或范围，如 0 3-5；不写就检查全部已写的章节")
+    p.add_argument("--no-rerun", action="store_true",
+                   help="只跑每一章自己的测试，不重跑前几章的（快，但看不出本章弄坏了前几章）")
     p.set_defaults(func=cmd_check)
     return cli.dispatch(parser, argv)
 

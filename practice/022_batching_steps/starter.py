@@ -13,6 +13,6 @@ def simulate(
 
     requests 是按到达顺序排的 (uid, max_tokens)。prefill 优先：能接纳新请求（有空位、队列不空，
     静态批处理还要求一个请求都没在跑）就从队首接纳、只做 prefill；否则全部在跑的请求按接纳的
-    先后各 decode 一个 token。生成满 max_tokens 个就离开。参数不对时抛 ValueError。
+    先后各 decode 一个 token。生成到 max_tokens 个就离开。参数不对时抛 ValueError。
     """
     raise NotImplementedError

@@ -88,7 +88,7 @@ def explain(got, want, requests, max_running, continuous) -> str:
         elif gp == wp == "decode" and sorted(gu) == sorted(wu):
             lines.append("  decode 批里的请求要按接纳的先后排（不是按 uid 排序，也不是 set 的顺序）")
         elif gp == wp == "decode":
-            lines.append("  decode 批是全部在跑的请求：生成满 max_tokens 个就离开，还没满的都要在")
+            lines.append("  decode 批是全部在跑的请求：生成到 max_tokens 个就离开，还没满的都要在")
         return "\n".join(lines)
     if len(got) != len(want):
         return f"前 {min(len(got), len(want))} 步都对，但一共应该有 {len(want)} 步，你的有 {len(got)} 步"

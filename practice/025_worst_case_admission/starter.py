@@ -1,4 +1,4 @@
-"""练习 025 · 按最坏情况准入（第 8 章 CacheManager）
+"""练习 025 · 按最坏情况接纳（第 8 章 CacheManager）
 
 把 `raise NotImplementedError` 换成你的实现，然后评测。要求和提示见这道题的题面。
 """

@@ -87,7 +87,7 @@ class Cache:
 
 
 class World:
-    """一个小调度器：准入（借用命中的页）、prefill、decode、结束、逐出。"""
+    """一个小调度器：接纳（借用命中的页）、prefill、decode、结束、逐出。"""
 
     def __init__(self, cache_req, rng: random.Random) -> None:
         self.cache_req, self.rng = cache_req, rng
@@ -115,7 +115,7 @@ class World:
                "cached": len(prompt)}
         self.next_id += 1
         self.rows[row["id"]] = row
-        self.log.append(f"第 {row['id']} 行准入，提示 {prompt}，借用 {borrowed}，新分 {new}")
+        self.log.append(f"第 {row['id']} 行接纳，提示 {prompt}，借用 {borrowed}，新分 {new}")
         return row
 
     def call(self, row: dict, finished: bool) -> None:

@@ -1,4 +1,4 @@
-"""练习 029 · 给 radix 缓存写一个真正的自检（第 9 章 Radix Cache，挑战）
+"""练习 029 · 给 radix 缓存写一个真正的自检（挑战）——第 9 章 Radix Cache
 
 把 `raise NotImplementedError` 换成你的实现，然后评测。要求和提示见这道题的题面。
 """

@@ -19,6 +19,7 @@ import argparse
 import statistics
 import sys
 import time
+import unicodedata
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
@@ -94,6 +95,13 @@ WORK_NAMES = {"sleep": "time.sleep（不拿 GIL）", "torch": "torch 算子（�
               "python": "纯 Python（一直拿着 GIL）"}
 
 
+def cell(text: str, width: int, left: bool = False) -> str:
+    """按显示宽度补齐（一个汉字占两列），表头和各行的列才对得齐。"""
+    shown = sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+    pad = " " * max(0, width - shown)
+    return text + pad if left else pad + text
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="GIL 与重叠：依次执行 vs 在工作线程上重叠")
     parser.add_argument("--dim", type=int, default=512, help="矩阵宽度：决定一次前向多长")
@@ -119,8 +127,8 @@ def main() -> None:
         work()  # 主线程同时做自己的工作
         future.result()  # 等前向完成
 
-    print(f"\n{'每步的 CPU 工作':<26}{'单独':>7}{'依次':>8}{'重叠':>8}"
-          f"{'max':>7}{'sum':>7}  重叠 / 依次")
+    print("\n" + cell("每步的 CPU 工作", 26, left=True) + cell("单独", 7) + cell("依次", 8)
+          + cell("重叠", 8) + cell("max", 7) + cell("sum", 7) + "  重叠 / 依次")
     results = {}
     for kind in ("sleep", "torch", "python"):
         work = make_work(kind, args.work_ms)
@@ -128,7 +136,7 @@ def main() -> None:
         t_normal, t_overlap = paired_median_ms(lambda: normal(work), lambda: overlap(work),
                                                args.repeats)
         results[kind] = t_overlap
-        print(f"{WORK_NAMES[kind]:<22}{alone:>7.0f}{t_normal:>8.0f}{t_overlap:>8.0f}"
+        print(cell(WORK_NAMES[kind], 26, left=True) + f"{alone:>7.0f}{t_normal:>8.0f}{t_overlap:>8.0f}"
               f"{max(forward_ms, alone):>7.0f}{forward_ms + alone:>7.0f}  {t_overlap / t_normal:.2f}")
 
     print("\n纯 Python 工作，换手间隔 sys.setswitchinterval 不同：")
@@ -138,7 +146,7 @@ def main() -> None:
         sys.setswitchinterval(interval)
         t_overlap = median_ms(lambda: overlap(work), args.repeats)
         mark = "（默认）" if interval == default else ""
-        print(f"  {interval * 1e3:>5.1f} ms{mark:<6} 重叠一步 {t_overlap:>5.0f} ms")
+        print(f"  {interval * 1e3:>5.1f} ms" + cell(mark, 10, left=True) + f"重叠一步 {t_overlap:>5.0f} ms")
     sys.setswitchinterval(default)
     worker.shutdown()
 

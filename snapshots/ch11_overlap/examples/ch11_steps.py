@@ -142,9 +142,13 @@ def python_work(ms: float) -> Callable[[], int]:
         return total
 
     probe = 100_000
-    start = time.perf_counter()
-    loop(probe)
-    n = max(1, round(probe * ms / ((time.perf_counter() - start) * 1e3)))
+    loop(probe)  # 热身一次，再量 5 次取中位数：一次冷启动的测量会把工作量估小
+    samples = []
+    for _ in range(5):
+        start = time.perf_counter()
+        loop(probe)
+        samples.append(time.perf_counter() - start)
+    n = max(1, round(probe * ms / (statistics.median(samples) * 1e3)))
     return lambda: loop(n)
 
 
