@@ -1,4 +1,4 @@
-"""练习 031 · 分块算 prefill 的注意力（第 10 章 分块 prefill）
+"""练习 031 · 分块算 prefill 的注意力：结果不变，分数矩阵变小（第 10 章 分块 prefill）
 
 把每个 `raise NotImplementedError` 换成你的实现，然后评测。要求和提示见这道题的题面。
 """

@@ -1,4 +1,4 @@
-"""练习 035 · CPU 上的"流"和"事件"（第 11 章 重叠调度）
+"""练习 035 · CPU 上的“流”和“事件”（第 11 章 重叠调度）
 
 把 `raise NotImplementedError` 换成你的实现，然后评测。要求和提示见这道题的题面。
 只用 threading 和 queue，不要用 concurrent.futures。
