@@ -1,5 +1,6 @@
-"""每一章：用 steps.py check 单独搭出这一章的树，跑它的 main 和它的测试（修改了前几章文件的一章，
-连同前几章的测试一起重跑）；再确认 notebook 与源同步、书页的组成部分齐全。"""
+"""每一章：用 steps.py check 单独搭出这一章的树，跑它的 main 和它的测试；再确认 notebook 与源同步、
+书页的组成部分齐全。同一件事只做一遍：同一次 pytest 里这一章的 notebook 已经跑了的 main 和测试，这里不再跑
+（规则见 _ran_by_notebook_in_this_session）；前几章的测试只在最后一个修改了前几章文件的章的树里重跑一次。"""
 
 import re
 import subprocess
@@ -27,21 +28,23 @@ def _rerun_chapter(chapters: list[C.Chapter]) -> C.Chapter | None:
 RERUN_IN = _rerun_chapter(WRITTEN)
 
 
-def notebook_runs(ch: C.Chapter) -> tuple[bool, bool | str]:
-    """这一章的 notebook 会照原样跑什么（没有 NBVAL_SKIP 的单元里的 run(...)）：
+def notebook_runs(ch: C.Chapter, sources: list[str] | None = None) -> tuple[bool, bool | str]:
+    """这些 notebook 单元（默认：.ipynb 里 nbval 不跳过的代码单元）里的 run(...) 照原样跑了什么：
     （本章的 main 跑没跑，本章的测试：True = 整个文件，"表达式" = 只跑 -k 选中的，False = 没跑）。
     只认最朴素的写法，认不出就当没跑——最多多跑一遍，不会少查。"""
     import ast
     import shlex
 
-    import jupytext
+    import nbformat
 
+    if sources is None:
+        cells = [c for c in nbformat.read(ch.ipynb, as_version=4).cells if c.cell_type == "code"]
+        sources = [c.source for c in cells if "NBVAL_SKIP" not in c.source
+                   and "nbval-skip" not in c.metadata.get("tags", [])]
     main, tests = False, False
-    for cell in jupytext.read(ch.notebook).cells:
-        if cell.cell_type != "code" or "NBVAL_SKIP" in cell.source:
-            continue
+    for source in sources:
         try:
-            tree = ast.parse(cell.source)
+            tree = ast.parse(source)
         except SyntaxError:
             continue
         for node in ast.walk(tree):
@@ -80,12 +83,17 @@ def _k_is_safe(expr: str, ch: C.Chapter) -> bool:
 
 
 def _ran_by_notebook_in_this_session(ch: C.Chapter, request) -> tuple[bool, bool | str]:
-    """本次 pytest 也执行这一章的 notebook（README 的 `python -m pytest` 就是这样），而且 notebook 用的
-    build/chNN 与快照一致：notebook 里照原样跑过的 main 和测试，这里不再跑第二遍。单独跑 tests/ 时照常全跑。"""
-    executed = any(getattr(item, "path", None) == ch.ipynb for item in request.session.items)
-    if not executed or C.local_edits(ch.build_dir):
+    """规则：本次 pytest 选中了这一章 notebook 的某个单元（nbval 的测试项，-k、--deselect、只跑 tests/ 之后
+    剩下的那些；nbval 不跳过），单元里 run("python <main>") 或 run("python -m pytest … <本章的测试文件>")，
+    而且 notebook 用的 build/chNN 与快照一致：这个 main、这些测试这里不跑第二遍。run() 在命令失败时抛异常，
+    那个单元、这次 pytest 就失败——不管它的输出比不比较（NBVAL_IGNORE_OUTPUT），main 和测试都照样检查过。
+    notebook 的单元没被选中（单独跑 tests/、-k 只选了这个测试）时，这里照常全跑。"""
+    sources = [item.cell.source for item in request.session.items
+               if getattr(item, "path", None) == ch.ipynb and hasattr(item, "cell")
+               and not getattr(item, "options", {}).get("skip")]
+    if not sources or C.local_edits(ch.build_dir):
         return False, False
-    return notebook_runs(ch)
+    return notebook_runs(ch, sources)
 
 
 @pytest.mark.parametrize("ch", WRITTEN, ids=[c.name for c in WRITTEN])
