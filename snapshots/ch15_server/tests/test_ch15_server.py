@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import os
 import re
@@ -411,3 +412,85 @@ def test_sigterm_stops_every_child_and_frees_port(server):
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(("127.0.0.1", server.port))
         s.listen()
+
+
+# ---------------------------------------------------------------- 不起进程：FrontendManager 与 shell 的逻辑
+
+
+class FakeTokenizerProcess:
+    """代替分词进程 + 调度器：收到 TokenizeMsg，就把"第 n 轮"的回答分两段推回来。"""
+
+    def __init__(self) -> None:
+        self.sent: list = []
+        self.replies: asyncio.Queue = asyncio.Queue()
+        self.silent = False  # True：收下请求但不回复（像一个卡住的后端）
+
+    async def put(self, msg) -> None:  # FrontendManager.send
+        from minisgl.message import BatchFrontendMsg, TokenizeMsg, UserReply
+
+        self.sent.append(msg)
+        if isinstance(msg, TokenizeMsg) and not self.silent:
+            turn = sum(m["role"] == "user" for m in msg.text)
+            self.replies.put_nowait(UserReply(msg.uid, f"第 {turn} ", False))
+            self.replies.put_nowait(BatchFrontendMsg([UserReply(
+                msg.uid, "轮的回答", True, "stop", prompt_tokens=7 * turn, completion_tokens=3)]))
+
+    async def get(self):  # FrontendManager.recv
+        return await self.replies.get()
+
+    def stop(self) -> None:
+        pass
+
+
+def test_shell_multi_turn_reset_and_exit(monkeypatch, capsys):
+    from minisgl.message import TokenizeMsg
+    from minisgl.server.api_server import FrontendManager, ServedModel
+    from minisgl.server.shell import run_shell
+
+    fake = FakeTokenizerProcess()
+    lines = "你好\n再说一遍\n/reset\n又一次\n/exit\n不该读到这一行\n"
+    monkeypatch.setattr(sys, "stdin", io.StringIO(lines))
+    model = ServedModel("fake", "/fake", max_seq_len=512)
+    asyncio.run(run_shell(lambda: FrontendManager(fake, fake), model))
+    out = capsys.readouterr().out
+    asked = [m.text for m in fake.sent if isinstance(m, TokenizeMsg)]
+    assert len(asked) == 3  # /exit 之后的行没有读
+    # 第二轮带着第一轮的问答；/reset 之后历史清空
+    assert asked[1] == [{"role": "user", "content": "你好"},
+                        {"role": "assistant", "content": "第 1 轮的回答"},
+                        {"role": "user", "content": "再说一遍"}]
+    assert asked[2] == [{"role": "user", "content": "又一次"}]
+    assert out.count("第 1 轮的回答") == 2 and "第 2 轮的回答" in out and "[历史已清空]" in out
+    assert "首个 token" in out
+
+
+def test_frontend_routes_replies_aborts_and_fails_fast():
+    from minisgl.core import SamplingParams
+    from minisgl.message import AbortMsg
+    from minisgl.server.api_server import BackendUnavailable, FrontendManager
+
+    async def scenario():
+        fake = FakeTokenizerProcess()
+        frontend = FrontendManager(fake, fake)
+        frontend.start()
+        a = await frontend.submit([{"role": "user", "content": "a"}], SamplingParams(), [])
+        b = await frontend.submit([{"role": "user", "content": "b"}], SamplingParams(), [])
+        assert (await frontend.next_reply(b)).uid == b  # 回复按 uid 分给各自的等待者
+        frontend.abort(b)  # 客户端断开：发 AbortMsg，之后 b 的回复直接丢掉
+        await asyncio.sleep(0.01)
+        assert any(isinstance(m, AbortMsg) and m.uid == b for m in fake.sent)
+        first = await frontend.next_reply(a)
+        assert (await frontend.next_reply(a)).finished
+        fake.silent = True
+        c = await frontend.submit("c", SamplingParams(), [])
+        waiting = asyncio.ensure_future(frontend.next_reply(c))
+        await asyncio.sleep(0.01)
+        frontend.backend_died("调度器 rank 0 意外退出")  # 等待中的请求立刻失败
+        with pytest.raises(BackendUnavailable):
+            await waiting
+        with pytest.raises(BackendUnavailable):  # 新请求也立刻失败，不会挂住
+            await frontend.submit("x", SamplingParams(), [])
+        await frontend.shutdown()
+        return first
+
+    assert asyncio.run(scenario()).incremental_output == "第 1 "
