@@ -1,6 +1,6 @@
 """多轮对话的首个 token 时间：同一段对话在 shell 里跑两遍，radix 缓存和 naive（不缓存）各一遍。
 
-    python examples/ch15_multiturn.py            # 约一两分钟（起两次服务器，各聊 6 轮）
+    python examples/ch15_multiturn.py            # 几分钟：起两次服务器，各聊 6 轮
 
 shell 每一轮把整段历史发出去，第 n 轮的提示 = 前 n-1 轮的问答 + 新问题。radix 缓存命中前面
 那一大段，只算新的几十个 token；naive 每轮从头算整段提示。脚本用管道把问题喂给

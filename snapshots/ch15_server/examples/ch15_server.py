@@ -10,6 +10,7 @@ ServerProcess 来起服务器。
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
 import signal
@@ -66,6 +67,8 @@ class ServerProcess:
         env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
         cmd = [sys.executable, "-m", "minisgl", "--port", str(self.port), *args]
         self.proc = subprocess.Popen(cmd, stdout=self.log_file, stderr=subprocess.STDOUT, env=env)
+        self._stopped: tuple[int | None, list[int]] | None = None
+        atexit.register(self.stop)  # 调用者忘了关（或者中途出错）：解释器退出时也关掉
         try:
             self._wait_ready(ready_timeout)
         except BaseException:
@@ -89,7 +92,9 @@ class ServerProcess:
         return Path(self.log_file.name).read_text(encoding="utf-8", errors="replace")
 
     def stop(self) -> tuple[int | None, list[int]]:
-        """SIGTERM，等它退出。返回 (退出码, 还活着的子进程)。"""
+        """SIGTERM，等它退出。返回 (退出码, 还活着的子进程)。可以重复调用。"""
+        if self._stopped is not None:
+            return self._stopped
         family = children_of(self.proc.pid)
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
@@ -105,7 +110,8 @@ class ServerProcess:
         for pid in left:  # 不留孤儿
             os.kill(pid, signal.SIGKILL)
         self.log_file.close()
-        return self.proc.returncode, left
+        self._stopped = (self.proc.returncode, left)
+        return self._stopped
 
     def __enter__(self) -> ServerProcess:
         return self

@@ -65,7 +65,7 @@ def _run_scheduler(args: ServerArgs, ack_queue) -> None:
         with torch.inference_mode():
             scheduler = Scheduler(args)  # 加载模型、建 KV 池、连上 ZMQ
             scheduler.sync_all_ranks()  # 所有 rank 都建好了再报就绪
-            ack_queue.put({"who": f"调度器 rank {args.tp_info.rank}",
+            ack_queue.put({"who": f"调度器 rank {args.tp_info.rank} 已就绪",
                            "max_seq_len": scheduler.engine.max_seq_len,
                            "num_pages": scheduler.engine.num_pages})
             try:
@@ -136,7 +136,7 @@ class Backend:
             waiting -= 1
             if isinstance(ack, dict) and "max_seq_len" in ack:
                 info = ack
-            logger.info("就绪：%s", ack["who"] if isinstance(ack, dict) else ack)
+            logger.info("%s", ack["who"] if isinstance(ack, dict) else ack)
         return info
 
     def watch(self, on_death: Callable[[str], None]) -> None:
