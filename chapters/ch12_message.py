@@ -315,7 +315,7 @@ assert ticks_while_waiting > 5 and reply.incremental_output == "你好"
 # %% [markdown]
 # ## 广播：迟到的订阅者
 #
-# 多卡时调度器 rank 0 要把收到的每条消息转给其他 rank，用 PUB/SUB：PUB 一方 bind，每条消息发给发送那一刻已经订阅上的所有 SUB。“那一刻”是要害：SUB 的 `connect()` 立即返回，连接和订阅在后台的 I/O 线程里完成，之前发出的消息不会为它保留。这就是[迟到的订阅者](../glossary.md#slow-joiner)。
+# 多卡时调度器 rank 0 要把收到的每条消息转给其他 rank，用 [PUB/SUB](../glossary.md#pub-sub)：PUB 一方 bind，每条消息发给发送那一刻已经订阅上的所有 SUB。“那一刻”是要害：SUB 的 `connect()` 立即返回，连接和订阅在后台的 I/O 线程里完成，之前发出的消息不会为它保留。这就是[迟到的订阅者](../glossary.md#slow-joiner)。
 #
 # `examples/ch12_pubsub.py` 把它量出来：发布者扮演 rank 0，两个订阅者线程扮演 rank 1、rank 2，各用自己的 ZMQ context，走真实的 ipc 套接字。两边先各自建好套接字，再过一道屏障（相当于启动时的 `sync_all_ranks()`），然后发布者立即每 0.2 ms 发一条，共 500 条：
 
