@@ -273,7 +273,7 @@ listing("minisgl/utils/mp.py", "ipc_addr")
 # %% [markdown]
 # ### asyncio 版：等消息时不占着事件循环
 #
-# API server 跑在一个 asyncio 事件循环里，同时服务很多个 HTTP 连接。它收回复用 `ZmqAsyncPullQueue`：`await q.get()` 在没有消息时把控制权交还事件循环。让一个协程等消息，另一个每毫秒数一下：
+# API server 跑在一个 asyncio 事件循环里，同时服务很多个 HTTP 连接。它收回复用 `ZmqAsyncPullQueue`：`await q.get()` 在没有消息时把控制权交还事件循环。让一个协程等消息，另一个每毫秒数一下，数到 20 再发消息：
 
 # %%
 import asyncio
@@ -294,10 +294,14 @@ async def waiting_does_not_block():
             ticks += 1
             await asyncio.sleep(0.001)
 
+    async def until_ticks(n):
+        while ticks < n:
+            await asyncio.sleep(0.001)
+
     tick_task = asyncio.create_task(ticker())
-    waiting = asyncio.create_task(inbox.get())
-    await asyncio.sleep(0.05)  # 50 ms 里没有消息
-    ticks_while_waiting = ticks
+    waiting = asyncio.create_task(inbox.get())  # 还没有消息：它在等
+    await asyncio.wait_for(until_ticks(20), 5)  # 事件循环被堵住的话，这里会超时
+    ticks_while_waiting = ticks if not waiting.done() else 0
     await outbox.put(UserReply(uid=1, incremental_output="你好", finished=False))
     reply = await asyncio.wait_for(waiting, 5)
     tick_task.cancel()
@@ -308,9 +312,9 @@ async def waiting_does_not_block():
 
 
 ticks_while_waiting, reply = await waiting_does_not_block()
-print("等消息的 50 ms 里，另一个协程跑了很多次：", ticks_while_waiting > 5)
+print("get() 还在等消息时，另一个协程已经跑了 20 次：", ticks_while_waiting >= 20)
 print("收到：", reply)
-assert ticks_while_waiting > 5 and reply.incremental_output == "你好"
+assert ticks_while_waiting >= 20 and reply.incremental_output == "你好"
 
 # %% [markdown]
 # ## 广播：迟到的订阅者
