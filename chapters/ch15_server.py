@@ -64,7 +64,7 @@ tree()
 #
 # ## 先量：整段回答要等多久，第一个字要等多久
 #
-# 页面起一个服务器（`ServerProcess` 在 main 里，就是在子进程里跑 `python -m minisgl`），同一个问题、生成同样 64 个 token，非流式等整段回答，流式看第一块文字什么时候到：
+# 页面起一个服务器（`ServerProcess` 在 main 里，就是在子进程里跑 `python -m minisgl`），同一个问题、生成同样 64 个 token，非流式等整段回答，流式看第一块文字什么时候到（首个 token 的时间，[TTFT](../glossary.md#ttft)）：
 
 # %%
 import sys
@@ -116,7 +116,7 @@ print(f"流式让用户早 {total - ttft:.2f} 秒看到第一个字（{total / t
 #
 # ## 三类进程，各做一件事
 #
-# 一个请求要经过三类进程：主进程里的 API server 只管 HTTP 和记账；分词进程把文字变成 token、把 token 变回文字；调度器（每个 TP rank 一个）只管算。它们之间只通过第 12 章的 ZMQ 地址说话，地址都在每个服务器自己的临时目录里。启动器先把子进程拉起来，等每一个报“就绪”：
+# 一个请求要经过三类进程：主进程里的 API server 只管 HTTP 和记账；分词进程把文字变成 token、把 token 变回文字；调度器（每个 TP rank 一个）只管算。它们之间只通过第 12 章的 ZMQ 地址说话，[IPC 地址](../glossary.md#ipc-address)都在每个服务器自己的临时目录里。启动器先把子进程拉起来，等每一个报“就绪”（[就绪确认](../glossary.md#ready-ack)）：
 
 # %% tags=["remove-input"]
 listing("minisgl/server/launch.py", "Backend.start")
@@ -183,7 +183,7 @@ with httpx.stream("POST", server.url + "/v1/completions", json=body, timeout=60)
         print(re.sub(r'"created": \d+', '"created": …', line) if line else "（空行）")
 
 # %% [markdown]
-# 每个 token 一块，文字是分词进程增量反分词的结果（第 13 章）。生成停在 `max_tokens`，所以 `finish_reason` 是 `"length"`；遇到 EOS 或 `stop` 字符串时是 `"stop"`。`usage` 的数字来自分词进程：提示的 token 数和生成的 token 数（含结尾的 EOS）。
+# 每个 token 一块，文字是分词进程[增量反分词](../glossary.md#incremental-detokenization)的结果（第 13 章）。生成停在 `max_tokens`，所以 `finish_reason` 是 `"length"`；遇到 EOS 或 `stop` 字符串时是 `"stop"`。`usage` 的数字来自分词进程：提示的 token 数和生成的 token 数（含结尾的 EOS）。
 #
 # ## 坏请求：400，而且像 OpenAI
 #
@@ -290,7 +290,7 @@ assert together < 4 * single
 #
 # ## 后端死了：立刻 503，不挂住
 #
-# 子进程也会死：被 OOM killer 杀掉、碰到一个 bug。请求这时还在队列里等回复，而回复永远不会来了。启动器在事件循环启动后起一个看守线程，在所有子进程的 sentinel 上等，谁退出就经 `call_soon_threadsafe` 通知 `FrontendManager.backend_died`：每个等待者的队列里放一个“后端没了”的标记，新请求在 `submit` 里直接失败，都变成 503：
+# 子进程也会死：被 OOM killer 杀掉、碰到一个 bug。请求这时还在队列里等回复，而回复永远不会来了，要[快速失败](../glossary.md#fail-fast)。启动器在事件循环启动后起一个看守线程，在所有子进程的 sentinel 上等，谁退出就经 `call_soon_threadsafe` 通知 `FrontendManager.backend_died`：每个等待者的队列里放一个“后端没了”的标记，新请求在 `submit` 里直接失败，都变成 503：
 
 # %% tags=["remove-input"]
 listing("minisgl/server/launch.py", "Backend.watch")
