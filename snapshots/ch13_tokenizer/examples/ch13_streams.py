@@ -47,3 +47,46 @@ def incremental_pieces(tokenizer, ids: Sequence[int]) -> list[str]:
 
     decoder = IncrementalDecoder(tokenizer)
     return [decoder.push([t]) for t in ids] + [decoder.flush()]
+
+
+def token_bytes(tokenizer, token_id: int) -> bytes | None:
+    """字节级 BPE 里一个 token 代表的字节（特殊 token 返回 None）。"""
+    back = _char_to_byte()
+    piece = tokenizer.convert_ids_to_tokens(token_id)
+    if piece is None or any(ch not in back for ch in piece):
+        return None
+    return bytes(back[ch] for ch in piece)
+
+
+@functools.lru_cache(maxsize=None)
+def _char_to_byte() -> dict[str, int]:
+    return {ch: b for b, ch in _byte_to_char().items()}
+
+
+# 随机文字的几类字符：英文、汉字、假名、emoji 和几个常见的非 ASCII 符号
+CHAR_CLASSES = [
+    "abcdefgXYZ0123 .,!?\n",
+    "".join(chr(c) for c in range(0x4E00, 0x4E00 + 2000, 7)),
+    "".join(chr(c) for c in range(0x3041, 0x30FA)),
+    "".join(chr(c) for c in range(0x1F600, 0x1F650)),
+    "éßΩ—“€",
+]
+
+
+def random_stream(tokenizer, rng) -> list[int]:
+    """一段随机文字切成几块，每块要么正常分词、要么一个字节一个 token。"""
+    ids: list[int] = []
+    for _ in range(rng.randint(1, 6)):
+        chunk = "".join(rng.choice(rng.choice(CHAR_CLASSES)) for _ in range(rng.randint(1, 6)))
+        ids += tokenizer.encode(chunk) if rng.random() < 0.5 else byte_tokens(tokenizer, chunk.encode())
+    return ids
+
+
+def random_steps(rng, ids: Sequence[int], most: int = 4) -> list[list[int]]:
+    """把 token 随机分成若干步，每步 1–most 个。"""
+    steps, i = [], 0
+    while i < len(ids):
+        n = rng.randint(1, most)
+        steps.append(list(ids[i:i + n]))
+        i += n
+    return steps
