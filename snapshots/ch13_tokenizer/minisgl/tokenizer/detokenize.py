@@ -16,7 +16,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
 if TYPE_CHECKING:
@@ -106,7 +106,7 @@ class _ReqState:
     prompt_tokens: int
     completion_tokens: int = 0
     sent_offset: int = 0  # stable_text 里已经发给用户的字符数，只增不减
-    held: str = field(default="", repr=False)  # 调试用：当前扣住没发的文字
+    held: str = ""  # 现在扣住、还没发的文字（可能是停止串的开头）
 
 
 class DetokenizeManager:
@@ -123,7 +123,7 @@ class DetokenizeManager:
 
     def add_req(self, uid: int, *, stop: Sequence[str] = (), ignore_eos: bool = False,
                 prompt_tokens: int = 0) -> None:
-        """登记一个请求。stop 是 OpenAI 的停止串：生成的文字里出现其中任何一个，请求就在它前面结束。"""
+        """登记一个请求。stop 是 OpenAI 的停止串：生成的文字里一出现其中某个，请求就在它前面结束。"""
         if isinstance(stop, str):
             stop = [stop]
         if not all(isinstance(s, str) for s in stop):

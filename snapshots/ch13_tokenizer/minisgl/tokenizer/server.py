@@ -52,7 +52,8 @@ class TokenizerHandler:
         self.tokenize_manager = TokenizeManager(tokenizer)
         self.detokenize_manager = DetokenizeManager(tokenizer)
 
-    def handle(self, msgs: Sequence[BaseTokenizerMsg]) -> tuple[list[BaseBackendMsg], list[UserReply]]:
+    def handle(self, msgs: Sequence[BaseTokenizerMsg]
+               ) -> tuple[list[BaseBackendMsg], list[UserReply]]:
         to_backend: list[BaseBackendMsg] = []
         to_frontend: list[UserReply] = []
         for msg in msgs:
