@@ -1342,6 +1342,92 @@ def _quiet(self):
     self._done.wait()
 CpuEvent.synchronize = _quiet
 """, expect="却没有抛"),
+    # ---- 036 类型标签
+    Cheat("036_type_tags", "按模块的全局变量找类（白名单形同虚设）", patched(
+        "036_type_tags", "if not isinstance(name, str) or name not in classes:",
+        "classes = {**globals(), **classes}\n        if not isinstance(name, str) or name not in classes:"),
+        expect="应该抛出 ValueError", full=True),
+    Cheat("036_type_tags", "嵌套的对象不还原，留成字典", """
+def from_wire(classes, data):
+    if isinstance(data, dict) and TYPE_KEY in data:
+        if data[TYPE_KEY] not in classes:
+            raise ValueError("未知的类型标签")
+        try:
+            return classes[data[TYPE_KEY]](**{k: v for k, v in data.items() if k != TYPE_KEY})
+        except TypeError as e:
+            raise ValueError(str(e)) from e
+    return data
+""", expect="from_wire"),
+    Cheat("036_type_tags", "tuple 原样保留", patched(
+        "036_type_tags", "    if isinstance(obj, (list, tuple)):\n        return [to_wire(v) for v in obj]",
+        "    if isinstance(obj, (list, tuple)):\n        return type(obj)(to_wire(v) for v in obj)"),
+        expect="to_wire", full=True),
+    Cheat("036_type_tags", "普通字典里的类型标签键不检查", patched(
+        "036_type_tags", "        if TYPE_KEY in obj:\n", "        if False:\n"), expect="类型标签键", full=True),
+    # ---- 037 长度前缀
+    Cheat("037_length_prefix", "假设每一块里至少有完整的 4 字节长度", """
+class Deframer:
+    def __init__(self):
+        self._buffer = b""
+
+    def feed(self, chunk):
+        done = []
+        size = int.from_bytes(chunk[:HEADER], "big") if not self._buffer else None
+        self._buffer += chunk
+        while len(self._buffer) >= HEADER:
+            size = int.from_bytes(self._buffer[:HEADER], "big")
+            if len(self._buffer) < HEADER + size:
+                break
+            done.append(bytes(self._buffer[HEADER:HEADER + size]))
+            self._buffer = self._buffer[HEADER + size:]
+        if len(self._buffer) < HEADER and done == [] and len(chunk) < HEADER:
+            self._buffer = b""  # 半截的长度当成噪声扔掉
+        return done
+
+    @property
+    def pending(self):
+        return len(self._buffer)
+""", expect="不对"),
+    Cheat("037_length_prefix", "按换行切，不用长度", """
+def frame(payloads):
+    return b"".join(p + b"\\n" for p in payloads)
+
+
+class Deframer:
+    def __init__(self):
+        self._buffer = b""
+
+    def feed(self, chunk):
+        self._buffer += chunk
+        *done, self._buffer = self._buffer.split(b"\\n")
+        return done
+
+    @property
+    def pending(self):
+        return len(self._buffer)
+""", expect="4 字节、大端"),
+    Cheat("037_length_prefix", "长度用小端", patched(
+        "037_length_prefix", 'out += len(payload).to_bytes(HEADER, "big")',
+        'out += len(payload).to_bytes(HEADER, "little")'), expect="大端", full=True),
+    # ---- 038 张量的字节
+    Cheat("038_tensor_bytes", "bfloat16 先转成 float32 再取字节", """
+import numpy as np
+
+
+def tensor_to_wire(t):
+    if t.dim() != 1:
+        raise ValueError("只支持一维张量")
+    if t.dtype not in _NAMES:
+        raise ValueError("不支持的类型")
+    array = t.float().numpy() if t.dtype == torch.bfloat16 else t.numpy()
+    return {"dtype": _NAMES[t.dtype], "buffer": array.tobytes()}
+""", expect="题目里的 bfloat16 例子"),
+    Cheat("038_tensor_bytes", "直接取张量的存储（切片时拿到的是整块内存）", patched(
+        "038_tensor_bytes", '"buffer": bytes(as_bytes.tolist())}', '"buffer": bytes(t.untyped_storage())}'),
+        expect="buffer", full=True),
+    Cheat("038_tensor_bytes", "frombuffer 之后不复制（和 buffer 共用内存）", patched(
+        "038_tensor_bytes", "return torch.frombuffer(bytearray(buffer), dtype=dtype).clone()",
+        "return torch.frombuffer(buffer, dtype=dtype)"), expect="应该不跟着变", full=True),
     # ---- 042 消息分派
     Cheat("042_dispatch_msgs", "退出之后接着处理，最后才返回 False", """
 def dispatch(msgs, add_req, abort_req):
