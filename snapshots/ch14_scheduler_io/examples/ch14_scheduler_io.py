@@ -223,6 +223,8 @@ def main() -> None:
             got = collect(order)
             traces = {rank: got[rank][0] for rank in got}
             n, same, first = compare(traces)
+            # 第 1 轮必须逐步相同；第 2 轮第一批 decode 就是同样 4 个请求，两个种子下顺序不同
+            assert (same == n) == (order == "dict"), (order, same, n)
             title = "decode 批按接纳顺序（dict）" if order == "dict" else \
                 "故意做错：decode 批按 set 的迭代顺序（两个 rank 的 PYTHONHASHSEED 不同）"
             print(f"第 {round_no + 1} 轮：{title}")
