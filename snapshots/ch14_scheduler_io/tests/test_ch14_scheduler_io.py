@@ -384,6 +384,17 @@ def test_late_subscriber_misses_nothing(two_ranks):
     assert received[0]["received"] == received[1]["received"]
 
 
+def test_without_ipc_dir_the_scheduler_has_no_io():
+    """第 7–11 章的用法（自己调用 step()、不给 ipc_dir）在本章的树里照旧：不建收发，也不能 run_forever。"""
+    sched = Scheduler(SchedulerConfig(model_path=tiny_qwen3(), num_page_override=32, max_seq_len_override=32))
+    try:
+        assert sched.io is None
+        with pytest.raises(RuntimeError, match="ipc_dir"):
+            sched.run_forever()
+    finally:
+        sched.shutdown()
+
+
 def test_io_checks_its_arguments():
     config = SchedulerConfig(model_path="不加载模型")
     with pytest.raises(ValueError, match="ipc_dir"):

@@ -93,8 +93,9 @@ class Scheduler:
             self.engine.start_worker()  # CPU：前向交给工作线程，调度器线程接着干自己的
         self.inflight: ForwardData | None = None  # 已经发出、结果还没处理的那一批
         self.finished_reqs: set[Req] = set()  # 已经结束或取消、资源还没还的请求
-        # 服务模式的收发（第 14 章）。测试和演示可以自己传一个进来；离线模式没有
-        if io is None and not config.offline_mode:
+        # 服务模式的收发（第 14 章）：给了 ipc_dir 就按它建；测试和演示也可以自己传一个进来。
+        # 离线模式（LLM）和没给 ipc_dir 的用法（第 7–11 章那样自己调用 step()）没有收发
+        if io is None and not config.offline_mode and config.ipc_dir is not None:
             io = SchedulerIO(config, config.tp_info, new_cpu_group(config.tp_info))
         self.io = io
 
@@ -177,7 +178,8 @@ class Scheduler:
         有能跑的请求时只取已经到达的消息，不等；没有时先做空闲时的事，再阻塞地等。
         """
         if self.io is None:
-            raise RuntimeError("离线模式（LLM）没有收发，不能 run_forever；请用 LLM.generate")
+            raise RuntimeError("这个调度器没有收发（离线模式，或 SchedulerConfig 没给 ipc_dir），"
+                               "不能 run_forever")
         while True:
             msgs = self.io.receive_msg(blocking=not self.runnable, on_idle=self._on_idle)
             replies: list[DetokenizeMsg | RejectMsg] = []
