@@ -401,10 +401,14 @@ def test_async_push_pull_does_not_block_the_event_loop(ipc_dir, queues):
                 ticks += 1
                 await asyncio.sleep(0.001)
 
+        async def until_ticks(n):
+            while ticks < n:
+                await asyncio.sleep(0.001)
+
         tick_task = asyncio.create_task(ticker())
         waiting = asyncio.create_task(pull.get())  # 先开始等，消息稍后才来
-        await asyncio.sleep(0.05)
-        assert not waiting.done() and ticks > 5  # 等待期间别的协程照常运行
+        await asyncio.wait_for(until_ticks(20), TIMEOUT_MS / 1000)  # 等待期间别的协程照常运行
+        assert not waiting.done()
         await push.put(FRONTEND[1])
         got = await asyncio.wait_for(waiting, TIMEOUT_MS / 1000)
         await push.put_raw(pack(BaseFrontendMsg.encoder, FRONTEND[3]))

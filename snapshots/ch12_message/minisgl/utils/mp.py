@@ -55,7 +55,8 @@ def unpack(decoder: Callable[[Any], T], raw: bytes) -> T:
     try:
         data = msgpack.unpackb(raw, raw=False)
     except Exception as e:  # msgpack 对坏数据会抛好几种异常，统一成一种
-        raise ValueError(f"收到的 {len(raw)} 字节不是合法的 msgpack 消息：{e}") from e
+        detail = str(e) or type(e).__name__
+        raise ValueError(f"收到的 {len(raw)} 字节不是合法的 msgpack 消息（{detail}）") from e
     return decoder(data)
 
 
