@@ -1470,8 +1470,8 @@ def handshake(rank, pub, sub, all_reduce_min):
     time.sleep(0.05)
     all_reduce_min(1)
 """, full=True, expect="订阅还没生效"),
-    Cheat("044_late_subscriber", "不读掉晚到的探测帧", patched(
-        "044_late_subscriber", "        while sub.get() != READY:  # 读掉晚到的探测帧\n            pass",
+    Cheat("044_late_subscriber", "不读掉晚到的探针", patched(
+        "044_late_subscriber", "        while sub.get() != READY:  # 读掉晚到的探针\n            pass",
         "        pass"), expect="不是真消息", full=True),
 
 ]

@@ -14,12 +14,12 @@ def handshake(rank: int, pub, sub, all_reduce_min) -> None:
         if rank == 0:
             pub.put(PROBE)
         elif not heard:
-            time.sleep(0.002)  # 给这一轮的探测帧一点在路上的时间
+            time.sleep(0.002)  # 给这一轮的探针一点在路上的时间
             heard = not sub.empty()
         if all_reduce_min(int(heard)) == 1:  # 人人都听到过：订阅都已生效
             break
     if rank == 0:
         pub.put(READY)
     else:
-        while sub.get() != READY:  # 读掉晚到的探测帧
+        while sub.get() != READY:  # 读掉晚到的探针
             pass

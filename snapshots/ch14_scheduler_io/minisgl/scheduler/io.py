@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from .config import SchedulerConfig
 
 # 握手用的两种帧。真正的消息是 msgpack 编码的字典，第一个字节不会是 b"\x00"，不会和它们混淆
-_PROBE = b"\x00probe"  # "有人听得到吗"
+_PROBE = b"\x00probe"  # 探针："有人听得到吗"
 _READY = b"\x00ready"  # "都听到了，下一帧起是真消息"
 
 
