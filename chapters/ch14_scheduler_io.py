@@ -32,7 +32,7 @@ setup(14)
 #
 #     1. 每个 rank 看到一条消息的时刻不同，同一条消息会落在不同的步里。要对齐的是“第几步处理哪几条”，所以由 rank 0 说了算，再把条数广播出去。
 #     2. gloo 的集合通信有超时，一个空闲很久的服务会在广播里报错；等在 ZMQ 上没有超时。各 rank 状态相同，同时进入等待，等到的第一条不计入条数。
-#     3. rank 1 漏掉开头的消息，之后按条数取就取到后面的消息，从此每一步都错位。转发之前握手：rank 0 反复发探测帧，all_reduce(MIN) 到每个 rank 都听到过，再发一帧“准备好了”。
+#     3. rank 1 漏掉开头的消息，之后按条数取就取到后面的消息，从此每一步都错位。转发之前握手：rank 0 反复发探针，all_reduce(MIN) 到每个 rank 都听到过，再发一帧“准备好了”。
 #     4. 可能。拼批只要依赖进程本地的东西（set 的迭代顺序、对象地址、时间），批里请求的顺序就不同。上游的 decode 批曾经就是这样（#113）。
 
 # %% [markdown]
@@ -269,7 +269,7 @@ run("python examples/ch14_scheduler_io.py")
 #
 # - 我们把收发写成组合进来的对象（`Scheduler(config, io)`）；上游的 `Scheduler` 继承 `SchedulerIOMixin`，按 rank 在构造时换上不同的收发函数。组合让测试和演示能给调度器换一套收发：两份完整模型当两个 rank。`python/minisgl/scheduler/io.py` · `SchedulerIOMixin`
 # - 我们在转发之前握手；上游启动时只做一次 barrier（`python/minisgl/server/launch.py` · `_run_scheduler`），`connect` 返回、barrier 通过时订阅未必已经传到 PUB。
-# - 请求不合法时我们回 `RejectMsg`；上游对超长的提示只记一行警告、把请求丢掉（客户端一直等），`max_tokens` 超出时悄悄截短。`python/minisgl/scheduler/scheduler.py` · `Scheduler._process_one_msg`
+# - 请求不合法时我们回 `RejectMsg`；上游对超长的提示只记一行警告、把请求丢掉（客户端一直等），`max_tokens` 超出时截短并记一行警告。`python/minisgl/scheduler/scheduler.py` · `Scheduler._process_one_msg`
 # - decode 批按接纳顺序；上游（20fcd7f）按 `Req` 的 set 迭代，各 rank 的顺序可能不同。`python/minisgl/scheduler/decode.py` · `DecodeManager.schedule_next_batch`
 
 # %% [markdown]

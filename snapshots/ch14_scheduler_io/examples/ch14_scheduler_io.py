@@ -8,7 +8,7 @@ rank 0 从 "backend" 收消息，经 PUB/SUB 原样转发给 rank 1，每一步�
   1. decode 批按接纳的顺序（本书的 DecodeManager 用 dict）：两个 rank 每一步的批哈希相同；
   2. 故意做错：decode 批按 set 的迭代顺序（字符串的哈希每个进程随机加盐，两个 rank 的
      PYTHONHASHSEED 不同）——上游 #113 修掉的就是这一类错误。
-最后量计数广播的开销，和 decode 一步的时间比一比。
+最后量条数广播的开销，和 decode 一步的时间比一比。
 
 用法：python examples/ch14_scheduler_io.py
 """
@@ -255,7 +255,7 @@ def main() -> None:
               "（max_tokens 40）")
         print()
         bench_us = max(bench[0][0], bench[1][0]) * 1e6
-        print("计数广播的开销（与机器有关）：")
+        print("条数广播的开销（与机器有关）：")
         print(f"  连续广播 {BENCH_ROUNDS} 次，平均每次 {bench_us:.0f} µs；decode 一步（两次拼批之间）"
               f"中位数 {step_ms:.1f} ms：每步一次广播约占 {bench_us / 1e3 / step_ms:.1%}")
         print(f"  运行中 rank 0 每步停在广播里的时间中位数 {bcast_ms:.2f} ms：这里也是两个 rank "
