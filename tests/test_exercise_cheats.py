@@ -1529,6 +1529,52 @@ def _printable(text):
         return text[:-1]
     return text[:text.rfind(" ") + 1]
 """, expect="尽早", full=True),
+    # ---- 042 消息分派
+    Cheat("042_dispatch_msgs", "退出之后接着处理，最后才返回 False", """
+def dispatch(msgs, add_req, abort_req):
+    rejects, running = [], True
+    def one(msg):
+        nonlocal running
+        if msg[0] == "batch":
+            for m in msg[1]:
+                one(m)
+        elif msg[0] == "exit":
+            running = False
+        elif msg[0] == "user":
+            try:
+                add_req(msg[1], msg[2])
+            except ValueError as e:
+                rejects.append((msg[1], str(e)))
+        elif msg[0] == "abort":
+            abort_req(msg[1])
+        else:
+            raise TypeError(msg[0])
+    for m in msgs:
+        one(m)
+    return rejects, running
+""", expect="退出之后还在处理消息"),
+    Cheat("042_dispatch_msgs", "什么异常都当成拒绝", patched(
+        "042_dispatch_msgs", "except ValueError as e:", "except Exception as e:"),
+        expect="应该抛出 SchedulerBug", full=True),
+    # ---- 043 按条数对齐
+    Cheat("043_count_agreement", "其他 rank 有多少取多少（不按广播的条数）", patched(
+        "043_count_agreement", "    count = broadcast(0)\n    return first + [sub.get() for _ in range(count)]",
+        "    broadcast(0)\n    return first + sub.poll()"), expect="同一步收到的消息必须相同", full=True),
+    Cheat("043_count_agreement", "阻塞等到的第一条也算进广播的条数", patched(
+        "043_count_agreement", "broadcast(len(rest))", "broadcast(len(first + rest))"),
+        expect="同一步收到的消息必须相同", full=True),
+    # ---- 044 握手
+    Cheat("044_late_subscriber", "只睡 50 ms，不确认订阅生效", """
+import time
+
+def handshake(rank, pub, sub, all_reduce_min):
+    time.sleep(0.05)
+    all_reduce_min(1)
+""", full=True, expect="订阅还没生效"),
+    Cheat("044_late_subscriber", "不读掉晚到的探针", patched(
+        "044_late_subscriber", "        while sub.get() != READY:  # 读掉晚到的探针\n            pass",
+        "        pass"), expect="不是真消息", full=True),
+
     # ---- 045 SSE
     Cheat("045_sse_stream", "每一块收到就解码（一个汉字的 UTF-8 字节被切开）", """
 class SSEParser:
