@@ -494,3 +494,25 @@ def test_frontend_routes_replies_aborts_and_fails_fast():
         return first
 
     assert asyncio.run(scenario()).incremental_output == "第 1 "
+
+
+def test_flags_map_to_server_args_and_errors_are_chinese(capsys):
+    from minisgl.server.args import parse_args
+
+    args = parse_args(["--model", str(MODEL), "--tp-size", "3", "--num-pages", "64", "--page-size", "4",
+                       "--max-running-requests", "5", "--cache-type", "naive",
+                       "--max-prefill-length", "128", "--host", "0.0.0.0", "--port", "8000"])
+    assert (args.tp_info.rank, args.tp_info.size) == (0, 3)  # 每个 rank 的 rank 由启动器改
+    assert (args.num_page_override, args.page_size, args.max_running_req) == (64, 4, 5)
+    assert (args.cache_type, args.max_extend_tokens) == ("naive", 128)
+    assert (args.server_host, args.server_port, args.shell_mode) == ("0.0.0.0", 8000, False)
+    assert parse_args(["--model-path", str(MODEL), "--shell-mode"]).max_running_req == 1
+    for argv, words in [(["--port", "abc"], "整数"), (["--port", "70000"], "1–65535"),
+                        (["--cache-type", "lru"], "不能取"), (["--bogus"], "不认识的参数"),
+                        (["--model-path", "/nonexistent"], "config.json"),
+                        (["--model-path", str(MODEL), "--memory-ratio", "2"], "memory_ratio")]:
+        with pytest.raises(SystemExit) as info:
+            parse_args(argv)
+        assert info.value.code == 2
+        err = capsys.readouterr().err
+        assert "错误：" in err and words in err, err
