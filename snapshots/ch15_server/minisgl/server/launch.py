@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import multiprocessing.connection
+import os
 import queue
 import shutil
 import signal
@@ -74,6 +75,7 @@ def _run_scheduler(args: ServerArgs, ack_queue) -> None:
                 scheduler.shutdown()
     except KeyboardInterrupt:
         pass  # 启动器叫我们停（或者终端里的 Ctrl-C）：安静地退出
+    _exit_now()
 
 
 def _run_tokenizer(ack_queue, **kwargs) -> None:
@@ -84,6 +86,18 @@ def _run_tokenizer(ack_queue, **kwargs) -> None:
         tokenize_worker(ack_queue=ack_queue, **kwargs)
     except KeyboardInterrupt:
         pass
+    _exit_now()
+
+
+def _exit_now() -> None:
+    """套接字已经关好、该还的都还了：直接退出，跳过解释器的收尾。
+
+    正常退出时 Python 要逐个析构 torch、transformers 这些模块，要一秒多（机器忙时几秒），
+    启动器停服务时就得多等这么久。multiprocessing 用 fork 启动的子进程也是这样用 os._exit 退出的。
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 # ---------------------------------------------------------------------------- 后端：一组子进程
