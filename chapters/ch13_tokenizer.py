@@ -97,7 +97,7 @@ from minisgl.tokenizer import TokenizeManager
 
 chat = [{"role": "user", "content": "法国的首都是哪里？"}]
 (input_ids,) = TokenizeManager(tok).tokenize([TokenizeMsg(0, chat, SamplingParams())])
-print(repr(tok.decode(input_ids.tolist())))
+print(tok.decode(input_ids.tolist()))
 hf = tok.apply_chat_template(chat, add_generation_prompt=True, tokenize=True,
                              return_dict=True)["input_ids"]
 print("与 HF apply_chat_template(tokenize=True) 相同：", input_ids.tolist() == list(hf))
@@ -246,7 +246,7 @@ assert "\ufffd" not in "".join(ours) and tail == "\ufffd"
 assert "".join(ours) + tail == tok.decode(out)
 
 # %% [markdown]
-# 流式途中一个“�”也没有；结束时剩下的那个字节再也补不齐，`flush` 照 `decode` 交出一个“�”。这是有意的：它让“流式拼起来 = 一次性解码”在任何情况下都成立，客户端拿流式和非流式得到同一段文字（OpenAI 兼容的服务普遍这样做，也可以选择丢掉这半个字，但那样两者就不一致了）。
+# 流式途中一个“�”也没有；结束时剩下的那个字节再也补不齐，`flush` 照 `decode` 交出一个“�”。这是有意的：它让“流式拼起来 = 一次性解码”在任何情况下都成立，客户端用流式和非流式拿到的是同一段文字。也可以选择丢掉这半个字，但那样两者就不一致了。
 #
 # ## 停止串：可能是开头的尾巴先扣住
 #
