@@ -65,7 +65,7 @@ tree()
 import sys
 
 sys.path.insert(0, "examples")
-from ch13_streams import byte_tokens, incremental_pieces, naive_pieces, random_steps, random_stream
+from ch13_streams import incremental_pieces, naive_pieces, random_steps, random_stream, show
 from ch13_upstream import UpstreamDecoder, is_cjk
 
 from minibook.models import smollm2
@@ -76,7 +76,7 @@ text = "你好，世界！😀🎉 こんにちは"
 ids = tok.encode(text)
 naive = naive_pieces(tok, ids)
 print(f"{len(text)} 个字，{len(ids)} 个 token")
-print("朴素：", " ".join(repr(p) for p in naive))
+print("朴素：", show(naive))
 print(f"“�”有 {''.join(naive).count(chr(0xFFFD))} 个；拼起来等于原文：{''.join(naive) == text}")
 assert "\ufffd" in "".join(naive)
 
@@ -97,7 +97,7 @@ from minisgl.tokenizer import TokenizeManager
 
 chat = [{"role": "user", "content": "法国的首都是哪里？"}]
 (input_ids,) = TokenizeManager(tok).tokenize([TokenizeMsg(0, chat, SamplingParams())])
-print(repr(tok.decode(input_ids.tolist())))
+print(tok.decode(input_ids.tolist()))
 hf = tok.apply_chat_template(chat, add_generation_prompt=True, tokenize=True,
                              return_dict=True)["input_ids"]
 print("与 HF apply_chat_template(tokenize=True) 相同：", input_ids.tolist() == list(hf))
@@ -158,12 +158,12 @@ assert decoder.flush() == "" and decoder.committed == "A 世界a好"
 # %%
 ids = tok.encode(text)
 *ours, tail = incremental_pieces(tok, ids)
-print("增量：", " ".join(repr(p) if p else "∅" for p in ours))
+print("增量：", show(ours))
 print(f"“�”有 {''.join(ours).count(chr(0xFFFD))} 个；拼起来等于原文：{''.join(ours) == text}")
 assert "".join(ours) == text and tail == ""
 
 # %% [markdown]
-# 发不出东西的步记作 ∅：这一步只来了半个字，客户端晚一两个 token 拿到完整的字。
+# 步与步之间用 | 隔开，发不出东西的步记作 ∅：这一步只来了半个字，客户端晚一两个 token 拿到完整的字。
 #
 # ### 上游的 bug：已发出的字又发一遍
 #
@@ -177,7 +177,7 @@ ids = tok.encode("A 世界a好")
 steps = [ids[0:1], ids[1:2], ids[2:5], ids[5:9], ids[9:]]  # 一步带来几个 token
 for name, dec in (("上游", UpstreamDecoder(tok)), ("本书", IncrementalDecoder(tok))):
     pieces = [dec.push(s) for s in steps]
-    print(f"{name}：{' '.join(repr(p) if p else '∅' for p in pieces)}  →  {''.join(pieces)!r}")
+    print(f"{name}：{show(pieces)}  →  {''.join(pieces)!r}")
 
 # %% [markdown]
 # 一步带来几个 token 时会这样（sglang 的投机解码一步就接受好几个 token，这正是 sglang #31598）。上游 mini-sglang 每条消息只有一个 token，要触发它，得有一个 token 同时补齐一个汉字、又开始下一个字。SmolLM2 的词表里有没有这种 token？数一下：
@@ -239,14 +239,14 @@ out = llm.generate([prompt], SamplingParams(max_tokens=10))[0]["token_ids"]
 llm.shutdown()
 naive = naive_pieces(tok, out)
 *ours, tail = incremental_pieces(tok, out)
-print("朴素：", " ".join(repr(p) for p in naive))
-print("增量：", " ".join(repr(p) if p else "∅" for p in ours), " 结束时交出：", repr(tail))
+print("朴素：", show(naive))
+print("增量：", show(ours), " 结束时交出：", repr(tail))
 print("增量拼起来等于 decode：", "".join(ours) + tail == tok.decode(out))
 assert "\ufffd" not in "".join(ours) and tail == "\ufffd"
 assert "".join(ours) + tail == tok.decode(out)
 
 # %% [markdown]
-# 流式途中一个“�”也没有；结束时剩下的那个字节再也补不齐，`flush` 照 `decode` 交出一个“�”。这是有意的：它让“流式拼起来 = 一次性解码”在任何情况下都成立，客户端拿流式和非流式得到同一段文字（OpenAI 兼容的服务普遍这样做，也可以选择丢掉这半个字，但那样两者就不一致了）。
+# 流式途中一个“�”也没有；结束时剩下的那个字节再也补不齐，`flush` 照 `decode` 交出一个“�”。这是有意的：它让“流式拼起来 = 一次性解码”在任何情况下都成立，客户端用流式和非流式拿到的是同一段文字。也可以选择丢掉这半个字，但那样两者就不一致了。
 #
 # ## 停止串：可能是开头的尾巴先扣住
 #

@@ -1361,7 +1361,7 @@ def from_wire(classes, data):
     Cheat("036_type_tags", "tuple 原样保留", patched(
         "036_type_tags", "    if isinstance(obj, (list, tuple)):\n        return [to_wire(v) for v in obj]",
         "    if isinstance(obj, (list, tuple)):\n        return type(obj)(to_wire(v) for v in obj)"),
-        expect="to_wire", full=True),
+        expect="tuple 没有变成 list", full=True),
     Cheat("036_type_tags", "普通字典里的类型标签键不检查", patched(
         "036_type_tags", "        if TYPE_KEY in obj:\n", "        if False:\n"), expect="类型标签键", full=True),
     # ---- 037 长度前缀

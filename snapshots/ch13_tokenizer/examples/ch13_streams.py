@@ -90,3 +90,8 @@ def random_steps(rng, ids: Sequence[int], most: int = 4) -> list[list[int]]:
         steps.append(list(ids[i:i + n]))
         i += n
     return steps
+
+
+def show(pieces: Sequence[str]) -> str:
+    """把每一步发出的文字排成一行：步与步之间用 |，什么也没发的一步记作 ∅，换行写成 \\n。"""
+    return "|".join(p.replace("\n", "\\n") if p else "∅" for p in pieces)

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ch13_streams import byte_tokens, incremental_pieces, naive_pieces  # noqa: E402
+from ch13_streams import byte_tokens, incremental_pieces, naive_pieces, show  # noqa: E402
 from ch13_upstream import UpstreamDecoder  # noqa: E402
 
 from minibook.models import smollm2  # noqa: E402
@@ -34,11 +34,6 @@ PASSAGES = {
 }
 
 
-def show(pieces: list[str]) -> str:
-    """每一步发出的文字，空的一步记作 ∅。"""
-    return " ".join(repr(p) if p else "∅" for p in pieces)
-
-
 def chat_template(tok) -> None:
     print("== 1. 对话模板")
     chat = [{"role": "user", "content": "法国的首都是哪里？"}]
@@ -49,7 +44,7 @@ def chat_template(tok) -> None:
 
 
 def naive_vs_incremental(tok) -> None:
-    print("== 2. 逐 token 流式：朴素 decode 对比增量反分词")
+    print("== 2. 逐 token 流式：朴素 decode 对比增量反分词（| 隔开每一步，∅ 是什么也没发的一步）")
     text = "你好，世界！😀🎉 こんにちは"
     ids = tok.encode(text)
     naive, (*ours, tail) = naive_pieces(tok, ids), incremental_pieces(tok, ids)

@@ -78,11 +78,16 @@ class IncrementalDecoder:
 
     def _window_text(self) -> str:
         """窗口 ``ids[surr_offset:]`` 解出的文字里，``read_offset`` 之后那部分。"""
-        prefix = self.tokenizer.decode(self.ids[self.surr_offset:self.read_offset])
-        full = self.tokenizer.decode(self.ids[self.surr_offset:])
+        prefix = self._decode(self.ids[self.surr_offset:self.read_offset])
+        full = self._decode(self.ids[self.surr_offset:])
         assert full.startswith(prefix), (
             f"分词器的解码不是逐段拼接的：{prefix!r} 不是 {full!r} 的前缀")
         return full[len(prefix):]
+
+    def _decode(self, ids: list[int]) -> str:
+        # 有的分词器默认把 " ." 清理成 "."：这种清理看后一个 token，窗口相减就不对了，所以关掉
+        # （SmolLM2、Qwen3 默认就不清理，结果与 tokenizer.decode 相同）
+        return self.tokenizer.decode(ids, clean_up_tokenization_spaces=False)
 
 
 @dataclass
