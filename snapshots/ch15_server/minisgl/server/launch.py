@@ -43,11 +43,17 @@ class StartupError(RuntimeError):
 
 
 def _prepare_child() -> None:
-    """每个子进程一开始做的事：SIGTERM 当成 Ctrl-C（走正常的收尾），父进程死了自己也退。"""
+    """每个子进程一开始做的事：只听启动器的。
+
+    终端里按 Ctrl-C，SIGINT 会发给整个进程组；子进程忽略它，由启动器（主进程）统一收尾：
+    先停 HTTP，再给每个子进程发 SIGTERM。SIGTERM 当成 KeyboardInterrupt，走正常的收尾。
+    父进程死了（哪怕是 kill -9），子进程也跟着退出。
+    """
 
     def _interrupt(signum, frame):
         raise KeyboardInterrupt
 
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _interrupt)
     if sys.platform.startswith("linux"):  # 父进程被 kill -9 时，内核替它给我们发 SIGTERM
         import ctypes
@@ -61,6 +67,10 @@ def _run_scheduler(args: ServerArgs, ack_queue) -> None:
     import torch
 
     from minisgl.scheduler import Scheduler
+    from minisgl.utils import set_log_rank
+
+    if args.tp_info.size > 1:
+        set_log_rank(args.tp_info.rank)  # 多个 rank 的日志混在一个终端里：每行带上 rank
 
     try:
         with torch.inference_mode():
@@ -74,7 +84,7 @@ def _run_scheduler(args: ServerArgs, ack_queue) -> None:
             finally:
                 scheduler.shutdown()
     except KeyboardInterrupt:
-        pass  # 启动器叫我们停（或者终端里的 Ctrl-C）：安静地退出
+        pass  # 启动器叫我们停：安静地退出
     _exit_now()
 
 
