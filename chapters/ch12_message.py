@@ -25,14 +25,14 @@ setup(12)
 #
 # 1. 解码器收到 `{"__type__": "某个名字", ...}`，为什么只在一张白名单里找这个类，不去模块里按名字找？
 # 2. numpy 没有 bfloat16，一个 bfloat16 张量怎样变成字节、再一个比特不差地变回来？
-# 3. 一对 PUSH/PULL 里谁 bind、谁 connect？广播为什么反过来？
+# 3. 本书约定一对 PUSH/PULL 里谁 bind、谁 connect？广播为什么反过来？
 # 4. SUB 连上之前 PUB 发出的消息去了哪里？启动时怎样保证一条不丢？
 #
 # ??? question "自测参考答案（先自己答，再展开对照）"
 #
 #     1. 字节来自另一个进程，标签写什么都有可能；按名字到处找，等于让发件方决定在收件方构造什么对象。白名单里只有这一族的消息类和 `SamplingParams`，表外的标签一律报错。
 #     2. 先 `view` 成同样 16 位宽的 int16（比特不变，只是换个解释），int16 numpy 认得，取出字节；收到后按 int16 读回，再 `view` 回 bfloat16。
-#     3. 收件方 bind：它长期存在、地址固定，发件方可以有好几个、随时 connect 进来。广播只有一个发件方（rank 0），却有好几个收件方，所以由发件的 PUB 一方 bind。
+#     3. 收件方 bind：它长期存在、地址固定，发件方可以有好几个、随时 connect 进来。这是本书的约定，不是 ZMQ 的规定，哪一端 bind 都能通信。广播只有一个发件方（rank 0），却有好几个收件方，所以由发件的 PUB 一方 bind。
 #     4. 直接丢掉：PUB 只发给发送那一刻已经订阅上的 SUB。启动时发布者先发探针，等每个订阅者都报告收到过一个，再发正式消息；订阅者丢掉正式消息之前的一切。
 
 # %% [markdown]
@@ -87,7 +87,7 @@ import pickle
 
 
 class NotAMessage:
-    def __reduce__(self):  # pickle 据此记下"还原时调用 print(...)"，换成 os.system 也一样
+    def __reduce__(self):  # pickle 据此记下“还原时调用 print(...)”，换成 os.system 也一样
         return (print, ("收件方执行了发件方指定的函数",))
 
 
@@ -97,7 +97,7 @@ restored = pickle.loads(payload)
 print("还原出来的对象：", restored)
 
 # %% [markdown]
-# 进程之间的一个端口、一个套接字文件，只要别人能往里写，就能让收件进程做任何事。我们要的格式只能描述数据，不能描述动作。
+# 用 pickle 时，进程之间的一个端口、一个套接字文件，只要别人能往里写，就能让收件进程做任何事。我们要的格式只能描述数据，不能描述动作。
 #
 # ## 拍平：类型标签加字段
 #
@@ -169,33 +169,34 @@ assert again.dtype == torch.bfloat16 and torch.equal(again.view(torch.int16), bf
 listing("minisgl/message/backend.py")
 
 # %% [markdown]
-# 收到垃圾字节、表外的标签、发错了收件箱的消息，都得到一句说清楚的中文错误：
+# 解码器构造出对象之后还查一遍：最外层和批里的每一条都得是这一族的消息（`SamplingParams` 在表里，却只能当字段）。收到垃圾字节、表外的标签、发错了收件箱的消息，都得到一句说清楚的中文错误：
 
 # %%
-from minisgl.message import AbortMsg, BaseTokenizerMsg
+from minisgl.message import AbortMsg, BaseTokenizerMsg, BatchBackendMsg
 
 bad_inputs = {
     "随便几个字节": b"\xc1\x00\x01",
     "表外的标签": msgpack.packb({"__type__": "os.system", "command": "echo hi"}),
     "发错了收件箱": pack(BaseTokenizerMsg.encoder, AbortMsg(uid=3)),
     "字段对不上": msgpack.packb({"__type__": "AbortBackendMsg", "id": 3}),
+    "批里混进了非消息": msgpack.packb(serialize_type(BatchBackendMsg(data=[SamplingParams()]))),
 }
 for what, raw_bad in bad_inputs.items():
     try:
         unpack(BaseBackendMsg.decoder, raw_bad)
     except ValueError as error:
-        print(f"{what}：{str(error)[:90]}")
+        print(f"{what}：\n    {error}")
 
 # %% [markdown]
-# 三族消息各自的字段见 `message/tokenizer.py` 和 `message/frontend.py`。其中 `RejectMsg` 和 `UserReply` 的几个字段是本书加的：调度器拒绝一个请求（比如提示太长）时要能告诉用户为什么，结束的回复要带上结束原因和 token 用量，OpenAI 的接口要这些。
+# 三族消息各自的字段见 `message/tokenizer.py` 和 `message/frontend.py`。其中 `RejectMsg`、`TokenizeMsg.stop` 和 `UserReply` 的几个字段是本书加的：调度器拒绝一个请求（比如提示太长）时要能告诉用户为什么，OpenAI 的 `stop` 要交给 tokenizer 进程去匹配，结束的回复要带上结束原因和 token 用量。
 
 # %% tags=["remove-input"]
 listing("minisgl/message/frontend.py", "UserReply")
 
 # %% [markdown]
-# ## 量一量：msgpack 对 pickle
+# ## 量一量：带张量 msgpack 更快，成批的小消息 pickle 反而更快
 #
-# `examples/ch12_wire.py` 对同样的消息量两种格式：字节数，以及从对象到字节（编码）、从字节到对象（解码）各要多少微秒。`UserMsg` 的提示从 16 到 32768 个 token；`DetokenizeMsg` 是调度器每步发回的那种批，一帧 1 到 256 条。
+# `examples/ch12_wire.py` 对同样的消息量两种格式：字节数，以及从对象到字节（编码）、从字节到对象（解码）各要多少微秒。`UserMsg` 的提示从 16 到 32768 个 token；`DetokenizeMsg` 是调度器每步发回的那种批，一帧（一次 `send()`，也就是一条 ZMQ 消息）装 1 到 256 条。
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -206,27 +207,33 @@ from ch12_wire import print_table, wire_table
 
 rows = wire_table()
 print_table(rows)
+mp256 = dict(rows)["256 条 DetokenizeMsg 一帧"]["msgpack"]
+print(f"这次运行：一帧 256 条 DetokenizeMsg，msgpack 编码加解码共 {(mp256['编码'] + mp256['解码']) / 1000:.2f} ms")
 
 # %%
 from ch12_wire import PROMPT_LENS
 
+rows_by_name = dict(rows)
 sizes = {name: r["msgpack"]["字节"] for name, r in rows}
 overhead = {n: sizes[f"UserMsg，提示 {n} 个 token"] - 4 * n for n in PROMPT_LENS}
 print("msgpack：UserMsg 的字节数减去 4 × token 数：", overhead)
 print(f"msgpack：一帧 256 条 DetokenizeMsg，每条约 {sizes['256 条 DetokenizeMsg 一帧'] / 256:.0f} 字节")
+extra_pickle = {n: rows_by_name[f"UserMsg，提示 {n} 个 token"]["pickle"]["字节"] - sizes[f"UserMsg，提示 {n} 个 token"]
+                for n in PROMPT_LENS}
+print("UserMsg：pickle 比 msgpack 多的字节：", extra_pickle)
 assert max(overhead.values()) - min(overhead.values()) <= 4  # 只差 msgpack 写字节串长度的那几个字节
 
 # %% [markdown]
 # 字节数是确定的，时间随机器而变（上表是执行这一页时的一次运行）。两种格式各有所长：
 #
-# - 带张量的 `UserMsg`：msgpack 更小也更快。张量正文就是 4 字节一个 token，其余是一百八十多字节的固定开销（长一点的字节串，msgpack 多用两三个字节写它的长度）；pickle 走 torch 自己的张量 pickle 协议，固定开销多几百字节，编码、解码也慢好几倍。
+# - 带张量的 `UserMsg`：msgpack 更小也更快。张量正文就是 4 字节一个 token，其余是一百八十多字节的固定开销（字节串越长，msgpack 写它的长度用的字节越多，1、2 或 4 个，所以多出一到三个字节）；pickle 走 torch 自己的张量 pickle 协议，固定开销多四百多字节，编码、解码也慢好几倍。
 # - 一帧很多条的小消息：pickle 更小、更快。pickle 把类名记一次、后面引用；我们的格式每条都重复写 `__type__`、`uid`、`next_token`、`finished` 这些键，拍平和还原又是逐条的 Python 递归。
 #
-# 我们仍选 msgpack，理由是安全和可读（任何语言都能解），不是速度。代价在上表最后一行：一步 256 个请求，发回结果的编码加解码要几百微秒以上，和第 11 章量过的调度器自己每步的 CPU 时间是同一个量级。真要省，可以把一批 `DetokenizeMsg` 按列装成几个张量（见练习 2）。
+# 我们仍选 msgpack，理由是安全和跨语言（别的语言也有 msgpack 库），不是速度。代价在上表最后一行：一步 256 个请求，发回结果的编码加解码这次运行一共多少，打印在表的下面（随机器而变）；第 11 章量过调度器自己每步的 CPU 时间不到一毫秒，两者放在一起，这笔开销不能忽略。真要省，可以把一批 `DetokenizeMsg` 按列装成几个张量（见练习 2）。
 #
-# ## ZMQ 队列：收件方 bind
+# ## ZMQ 队列：本书约定由收件方 bind
 #
-# 每个队列包一个 [ZMQ 套接字](../glossary.md#zmq-socket)：`ZmqPushQueue` / `ZmqPullQueue` 是一对一或多对一的管道，ZMQ 保证一次 `recv()` 收到对方一次 `send()` 的整条消息，同一个发件方的消息保持顺序。构造参数 `create` 决定这一端 [bind 还是 connect](../glossary.md#bind-connect)：
+# 每个队列包一个 [ZMQ 套接字](../glossary.md#zmq-socket)：`ZmqPushQueue` / `ZmqPullQueue` 是一对一或多对一的管道，ZMQ 保证一次 `recv()` 收到对方一次 `send()` 的整条消息，同一个发件方的消息保持顺序。构造参数 `create` 决定这一端 [bind 还是 connect](../glossary.md#bind-connect)。ZMQ 里哪一端 bind 都行；本书约定收件方 bind，广播的 PUB 例外。上游默认也这样，但开了独立的 tokenizer 进程（`num_tokenizer > 0`）时，调度器反过来 bind 反分词进程的地址（`SchedulerConfig.backend_create_detokenizer_link`）：
 
 # %% tags=["remove-input"]
 listing("minisgl/utils/mp.py", "_ZmqEndpoint")
@@ -237,7 +244,7 @@ listing("minisgl/utils/mp.py", "_Receiver")
 # %% [markdown]
 # `get()` 不给 `timeout` 就一直等；给了（毫秒），到点没收到就抛 `TimeoutError`。`empty()` 不阻塞地问一句“现在有没有”，调度器每步用它把积攒的消息一次取完。`get_raw()` / `decode()` 分开，是为了让调度器 rank 0 把收到的字节原样转发给其他 rank，不必解码再编码。
 #
-# ### 为什么每个服务一个新目录
+# ### 第二次 bind 悄悄抢走地址：每个服务一个新目录
 #
 # [IPC 地址](../glossary.md#ipc-address) `ipc://路径` 是一个 Unix 域套接字文件。同一个路径被 bind 两次，ZMQ 不报错：
 
@@ -321,7 +328,7 @@ assert ticks_while_waiting >= 20 and reply.incremental_output == "你好"
 #
 # 多卡时调度器 rank 0 要把收到的每条消息转给其他 rank，用 [PUB/SUB](../glossary.md#pub-sub)：PUB 一方 bind，每条消息发给发送那一刻已经订阅上的所有 SUB。“那一刻”是要害：SUB 的 `connect()` 立即返回，连接和订阅在后台的 I/O 线程里完成，之前发出的消息不会为它保留。这就是[迟到的订阅者](../glossary.md#slow-joiner)。
 #
-# `examples/ch12_pubsub.py` 把它量出来：发布者扮演 rank 0，两个订阅者线程扮演 rank 1、rank 2，各用自己的 ZMQ context，走真实的 ipc 套接字。两边先各自建好套接字，再过一道屏障（相当于启动时的 `sync_all_ranks()`），然后发布者立即每 0.2 ms 发一条，共 500 条：
+# `examples/ch12_pubsub.py` 把它量出来：发布者扮演 rank 0，两个订阅者线程扮演 rank 1、rank 2，各用自己的 ZMQ context，走真实的 ipc 套接字。两边先各自建好套接字，再过一道[屏障](../glossary.md#barrier)（相当于上游启动时的 `sync_all_ranks()`，一道 gloo 屏障：所有 rank 都到了才一起往下走），然后发布者立即发 500 条，名义上每 0.2 ms 一条（`time.sleep` 常睡得更久，实际间隔打印在下面）：
 
 # %% tags=["remove-input"]
 listing("examples/ch12_pubsub.py", "broadcast_round")
@@ -337,6 +344,7 @@ with_handshake = broadcast_round(N, connect_first=True, handshake=True)
 print(describe("先 bind 后 connect，屏障后立即发", plain, N))
 print(describe("先 connect 后 bind，屏障后立即发", late_bind, N))
 print(describe("先 connect 后 bind，探针握手后再发", with_handshake, N))
+print(f"实际平均间隔：{plain['interval_ms']:.2f} ms")
 
 # %%
 import zmq
@@ -346,7 +354,10 @@ print("先 connect 后 bind 时有订阅者丢了消息：", max(late_bind["lost
       "；握手之后丢失：", with_handshake["lost"])
 probe = zmq.Context.instance().socket(zmq.SUB)
 print("SUB 连不上时，隔多久重试（ZMQ_RECONNECT_IVL，毫秒）：", probe.getsockopt(zmq.RECONNECT_IVL))
+pub_probe = zmq.Context.instance().socket(zmq.PUB)
+print("默认高水位（条）：SUB 接收", probe.getsockopt(zmq.RCVHWM), "，PUB 发送", pub_probe.getsockopt(zmq.SNDHWM))
 probe.close()
+pub_probe.close()
 assert plain["prefix"] and late_bind["prefix"] and max(late_bind["lost"]) > 0
 assert with_handshake["lost"] == [0, 0]
 
@@ -357,7 +368,7 @@ assert with_handshake["lost"] == [0, 0]
 # - 订阅者先 connect、发布者后 bind（多个进程一起启动时，谁先谁后没有保证）：地址还不存在，SUB 要等重连的定时器到点才重试（`RECONNECT_IVL` 是 100 ms，libzmq 再加上 0 到 100 ms 的随机量），到点之前发出的消息全部丢掉。哪个订阅者丢多少，看它的定时器落在哪里，每次运行都不一样。
 # - 握手：屏障之后发布者每毫秒发一个探针，等每个订阅者都通过另一条 PUSH/PULL 报告“收到过探针”，再发一个 START 标记；订阅者丢掉 START 之前的一切。订阅者收到过探针，说明订阅已经生效，此后的消息一条不丢。
 #
-# PUB 还有第二种丢法：订阅者不读，消息堆到[高水位](../glossary.md#high-water-mark)，PUB 不阻塞、直接丢掉新的：
+# PUB 还有第二种丢法：订阅者不读，消息堆到[高水位](../glossary.md#high-water-mark)（PUB 的发送队列和 SUB 的接收队列默认各 1000 条，上面打印的），PUB 不阻塞、直接丢掉新的：
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -366,9 +377,9 @@ print(f"订阅者不读，一口气发 20000 条：事后读到 {kept} 条，其
 assert kept < 20_000
 
 # %% [markdown]
-# ### 上游的广播会丢吗
+# ### 上游的广播：会丢，窗口被启动时间藏住
 #
-# 会，只是窗口被启动时间藏住了。上游每个调度器进程在 `Scheduler.__init__` 的最后建 I/O（rank 0 bind PUB，其他 rank connect SUB），各进程之间不排先后；然后 `_run_scheduler` 调 `sync_all_ranks()`（gloo 屏障），rank 0 向启动器报告就绪。这正是上面第一、二行的设置：屏障不等订阅生效，SUB 若比 PUB 先 connect，还要等 100 到 200 ms 才重试。第一条广播要等第一个请求到来：启动器还要等 tokenizer 进程就绪、再启动 uvicorn，通常已经过了这段时间。可如果请求恰好在窗口里到达，rank 1 就漏了一条：它按 gloo 广播的条数去取，要么一直等下去，要么把下一条当成这一条，各 rank 的批从此不同。高水位那一种在上游很难碰到：每一步其他 rank 都在 rank 0 转发的同时读，积压最多是一步的消息。要把启动时的窗口关掉，只能像上面那样握手：等订阅者亲口说收到过。
+# 上游每个调度器进程在 `Scheduler.__init__` 的最后建 I/O（rank 0 bind PUB，其他 rank connect SUB），各进程之间不排先后；然后 `_run_scheduler` 调 `sync_all_ranks()`（gloo 屏障），rank 0 向启动器报告就绪。这正是上面第一、二行的设置：屏障不等订阅生效，SUB 若比 PUB 先 connect，还要等 100 到 200 ms 才重试。第一条广播要等第一个请求到来：启动器还要等 tokenizer 进程就绪、再启动 uvicorn，通常已经过了这段时间。可如果请求恰好在窗口里到达，rank 1 就漏了一条：它按 gloo 广播的条数去取，要么一直等下去，要么把下一条当成这一条，各 rank 的批从此不同。高水位那一种在上游很难碰到：每一步其他 rank 都在 rank 0 转发的同时读，积压最多是一步的消息。要把启动时的窗口关掉，只能像上面那样握手：等订阅者亲口说收到过。
 #
 # ??? note "深入：XPUB 也能知道订阅到了没有"
 #
@@ -386,16 +397,16 @@ run("python examples/ch12_message.py")
 # 值得注意的地方：
 #
 # - 一条 3 个 token 的 `UserMsg` 编码成 191 字节：`buffer` 只占 12 个，其余是类型标签、字段名和采样参数。
-# - 三个请求装在一个 `BatchBackendMsg` 里一次发出，子进程拆开逐条处理；收回的 token 按请求分开后与发出的完全相同，顺序不乱（同一个发件方的消息，ZMQ 保持顺序）。
+# - 三个请求装在一个 `BatchBackendMsg` 里一次发出，子进程收到一帧、拆成 3 条逐条处理；收回的 token 按请求分开后与发出的完全相同，顺序不乱（同一个发件方的消息，ZMQ 保持顺序）。
 # - 子进程由 spawn 启动，它 bind `backend`、connect `tokenizer`；本进程反过来。main 先 connect 后子进程才 bind 也没关系：PUSH 会把消息留在本地，等连上之后再送出。
 
 # %% [markdown]
 # ## 与上游的差异
 #
-# - 我们每族的解码器只查一张写明的类表；上游把模块的 `globals()` 交给解码器，表里还有 `torch`、`serialize_type` 这些名字。`python/minisgl/message/backend.py` · `BaseBackendMsg.decoder`
+# - 我们每族的解码器只查一张写明的类表；上游把模块的 `globals()` 交给解码器，表里还有 `torch`、`serialize_type` 这些名字：上游按 `cls_map[name](**kwargs)` 构造，标签写 `serialize_type`，解码器就会用收到的参数调用这个函数。`python/minisgl/message/backend.py` · `BaseBackendMsg.decoder`
 # - 我们的 bfloat16 借 int16 搬运；上游用 `self.numpy()` 编码、`getattr(np, dtype)` 解码，bfloat16 两头都会失败（上游只发 int32 的 token，碰不到）。`python/minisgl/message/utils.py` · `serialize_type`、`deserialize_type`
 # - 我们的地址放在每个服务新建的临时目录里，退出时删掉；上游是 `/tmp/minisgl_0` 这样的固定路径加进程号后缀。`python/minisgl/scheduler/config.py` · `SchedulerConfig.zmq_backend_addr`
-# - 我们的 `stop()` 最多为没发出的消息等 1 秒，`get()` 可以带超时；上游用 ZMQ 默认的无限等待，对端不在时 `context.term()` 会一直卡住。`python/minisgl/utils/mp.py` · `ZmqPushQueue.stop`
+# - 我们的 `stop()` 最多为没发出的消息等 1 秒，`get()` 可以带超时；上游用 ZMQ 默认的无限等待，有没发出的消息且对端不在时，`context.term()` 会一直卡住。`python/minisgl/utils/mp.py` · `ZmqPushQueue.stop`
 
 # %% [markdown]
 # ## 测试
@@ -411,7 +422,7 @@ run("python -m pytest -q --color=no tests/test_ch12_message.py -k 'tensors or un
 # %% [markdown]
 # ## 怎么讲清楚
 #
-# 进程之间只能传字节。我们把消息拍平成带类型标签的字典再交给 msgpack：格式只描述数据，解码器只按白名单构造这一族的几个类，不像 pickle 那样能让收件方执行任意函数；张量按原始字节加 dtype 发，bfloat16 借同宽的 int16 搬运，一个比特不差。代价量过：带长提示的消息 msgpack 更小更快，一帧很多条的小消息 pickle 明显更快。队列里收件方 bind，广播由 PUB bind；SUB 订阅生效之前的消息直接丢掉，先 connect 后 bind 时它要等 100 到 200 ms 才重试，丢的更多；发布者发探针、等订阅者报告收到过再发，丢失是 0。
+# 进程之间只能传字节，我们选一种只能描述数据的格式：消息拍平成带类型标签的字典交给 msgpack，解码器只按本族的白名单构造对象，收件方不会像 pickle 那样替发件方调用任意函数。三样东西撑住它：张量按原始字节加 dtype 发，bfloat16 借同宽的 int16 搬运，一个比特不差；队列本书约定收件方 bind，地址放在每个服务自己的临时目录里；广播先握手，等每个订阅者报告收到过探针再发，一条不丢。要记住的数：一帧 256 条小消息，msgpack 14116 字节、pickle 只有 6010 字节，编码解码也是 pickle 快，这是为安全付的钱。
 
 # %% [markdown]
 # ## 练习
@@ -422,9 +433,9 @@ run("python -m pytest -q --color=no tests/test_ch12_message.py -k 'tensors or un
 #
 # ??? success "参考答案"
 #
-#     1. 调度器的解码器表里没有 `DetokenizeMsg`，`unpack` 抛出“未知的消息类型 'DetokenizeMsg'”的 ValueError，错误当场暴露。共用一张大表，它会被解码成一条 `DetokenizeMsg` 交给调度器，调度器按“不认识的消息”处理或者静静忽略，错误要在更远的地方才露出来。
+#     1. 调度器的解码器表里没有 `DetokenizeMsg`，`unpack` 抛出“未知的消息类型 'DetokenizeMsg'”的 ValueError，错误当场暴露。共用一张大表时，解码出来的对象还要过族检查：最外层一条 `DetokenizeMsg` 不是 `BaseBackendMsg`，照样被拒；装在 `BatchBackendMsg.data` 里的那条，族检查也逐条查到。上游没有族检查：共用一张表的话，它会跟着批一起到达 `Scheduler._process_one_msg`，落进最后的 `else:`，抛出 `NotImplementedError`，整个调度器进程崩掉。
 #     2. 三个张量的正文是 256 × (4 + 4 + 1) = 2304 字节，加上三个张量的标签和一个外层标签，两千四百多字节，比上表的一万四千字节小得多；省掉的是每条都重复写的 `__type__` 和三个字段名，编码也从 256 次 Python 递归变成几次张量拷贝。
-#     3. 可以：rank 0 每步结束时也发一个“本步结束”标记，其他 rank 读到标记为止。风险是 PUB/SUB 可能丢消息（订阅之前、高水位），丢了标记，rank 就会把下一步的消息算进这一步；gloo 的计数是一个集合通信，不会被悄悄丢掉，数目对不上时至少会卡住而不是算错。
+#     3. 可以：rank 0 每步结束时也发一个“本步结束”标记，其他 rank 读到标记为止。两种办法其实都靠 PUB 一条不丢（启动时的握手、高水位之内）：gloo 只传条数，数据消息丢了一条，rank 1 照样按条数去取，把下一条当成这一条，各 rank 的批从此不同。标记的办法只是多了一样会丢的东西：丢了标记，rank 就把下一步的消息算进这一步。
 #
 # ### 本章的判题练习
 #
@@ -446,5 +457,5 @@ exercises()
 # - 消息按收件方分三族：发给调度器的（`UserMsg`、`AbortBackendMsg`、`ExitMsg`），发给 tokenizer 进程的（`TokenizeMsg`、`AbortMsg`、`DetokenizeMsg`、`RejectMsg`），发回 API server 的（`UserReply`），每族有一个批消息。
 # - 序列化：dataclass 拍平成带 `__type__` 的字典，一维张量写成原始字节加 dtype（bfloat16 借 int16），再交给 msgpack；解码只按本族的白名单构造，坏输入得到中文错误。
 # - 量出来的取舍：带张量的消息 msgpack 又小又快，成批的小消息 pickle 更快；我们为安全选 msgpack。
-# - 队列：收件方 bind，发件方 connect，PUB 例外；地址在每个服务自己的临时目录里，因为第二次 bind 会悄悄抢走地址。
+# - 队列：本书约定收件方 bind，发件方 connect，PUB 例外；地址在每个服务自己的临时目录里，因为第二次 bind 会悄悄抢走地址。
 # - PUB/SUB 丢掉订阅生效之前的消息，屏障挡不住；探针握手之后一条不丢。

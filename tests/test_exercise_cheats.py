@@ -1361,7 +1361,7 @@ def from_wire(classes, data):
     Cheat("036_type_tags", "tuple 原样保留", patched(
         "036_type_tags", "    if isinstance(obj, (list, tuple)):\n        return [to_wire(v) for v in obj]",
         "    if isinstance(obj, (list, tuple)):\n        return type(obj)(to_wire(v) for v in obj)"),
-        expect="to_wire", full=True),
+        expect="tuple 没有变成 list", full=True),
     Cheat("036_type_tags", "普通字典里的类型标签键不检查", patched(
         "036_type_tags", "        if TYPE_KEY in obj:\n", "        if False:\n"), expect="类型标签键", full=True),
     # ---- 037 长度前缀
@@ -1428,6 +1428,107 @@ def tensor_to_wire(t):
     Cheat("038_tensor_bytes", "frombuffer 之后不复制（和 buffer 共用内存）", patched(
         "038_tensor_bytes", "return torch.frombuffer(bytearray(buffer), dtype=dtype).clone()",
         "return torch.frombuffer(buffer, dtype=dtype)"), expect="应该不跟着变", full=True),
+    # ---- 039 字节块的增量 UTF-8 解码
+    Cheat("039_utf8_chunks", "每块单独解码（半个字变成替换符）", """
+def _feed(self, chunk):
+    return chunk.decode("utf-8", errors="replace")
+
+
+Utf8Stream.feed = _feed
+""", expect="交出的文字"),
+    Cheat("039_utf8_chunks", "全部攒到 finish 再解码", """
+def _feed(self, chunk):
+    self.buffer += chunk
+    return ""
+
+
+def _finish(self):
+    text = bytes(self.buffer).decode("utf-8", errors="replace")
+    self.buffer.clear()
+    return text
+
+
+Utf8Stream.feed = _feed
+Utf8Stream.finish = _finish
+""", expect="交出的文字"),
+    Cheat("039_utf8_chunks", "finish 丢掉被截断的半个字", """
+def _finish(self):
+    self.buffer.clear()
+    return ""
+
+
+Utf8Stream.finish = _finish
+""", expect="finish()"),
+    Cheat("039_utf8_chunks", "用 codecs 的增量解码器", """
+import codecs
+
+
+class Utf8Stream:
+    def __init__(self):
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def feed(self, chunk):
+        return self.decoder.decode(chunk)
+
+    @property
+    def pending(self):
+        return len(self.decoder.getstate()[0])
+
+    def finish(self):
+        return self.decoder.decode(b"", final=True)
+""", expect="codecs", full=True),
+    # ---- 040 停止串：扣住可能的开头
+    Cheat("040_stop_holdback", "只在新来的一段里找停止串（跨段的漏掉）", patched(
+        "040_stop_holdback", "hits = [i for i in (self.text.find(s, start) for s in self.stops) if i >= 0]",
+        "hits = [len(self.text) - len(piece) + i for i in (piece.find(s) for s in self.stops) if i >= 0]"),
+        expect="feed", full=True),
+    Cheat("040_stop_holdback", "总是扣住最长停止串减一个字符（扣得太多）", patched(
+        "040_stop_holdback", "self.sent = len(self.text) - self._held()",
+        "self.sent = max(self.sent, len(self.text) - (max(map(len, self.stops)) - 1))"),
+        expect="feed", full=True),
+    Cheat("040_stop_holdback", "按停止串的顺序取第一个命中的，不是最早的位置", patched(
+        "040_stop_holdback", "self.sent = min(hits)", "self.sent = hits[0]"), expect="feed", full=True),
+    Cheat("040_stop_holdback", "finish 不放出扣住的文字", """
+StopFilter.finish = lambda self: ""
+""", expect="finish()"),
+    # ---- 041 窗口反分词：两个偏移，只增不减
+    Cheat("041_window_detok", "每次都解码全部 token（平方代价）", """
+class IncrementalDecoder:
+    def __init__(self, decode):
+        self.decode, self.ids, self.sent = decode, [], 0
+
+    def push(self, ids):
+        self.ids += ids
+        stable = self.decode(self.ids).rstrip("\ufffd")
+        out, self.sent = stable[self.sent:], len(stable)
+        return out
+
+    def flush(self):
+        text = self.decode(self.ids)
+        out, self.sent = text[self.sent:], len(text)
+        return out
+""", expect="不要每次都解码全部", full=True),
+    Cheat("041_window_detok", "窗口不留上下文（开头的空格被吃掉）", patched(
+        "041_window_detok", "prefix = self.decode(self.ids[self.surr_offset:self.read_offset])\n"
+        "        full = self.decode(self.ids[self.surr_offset:])",
+        "prefix = \"\"\n        full = self.decode(self.ids[self.read_offset:])"), expect="push", full=True),
+    Cheat("041_window_detok", "只在提交时发（稳定的字不先发）", patched(
+        "041_window_detok", "stable = new.rstrip(REPLACEMENT)", "stable = \"\""), expect="尽早", full=True),
+    Cheat("041_window_detok", "上游的可打印规矩（已发的字数会往回退）", patched(
+        "041_window_detok", """        stable = new.rstrip(REPLACEMENT)
+        out = stable[self.sent_pending:]
+        self.sent_pending = max(self.sent_pending, len(stable))""", """        printable = _printable(new)
+        out = printable[self.sent_pending:]
+        self.sent_pending = len(printable)""") + """
+
+def _printable(text):
+    cjk = lambda ch: "\u4e00" <= ch <= "\u9fff"
+    if text.endswith("\\n") or (text and cjk(text[-1])):
+        return text
+    if len(text) > 1 and cjk(text[-2]):
+        return text[:-1]
+    return text[:text.rfind(" ") + 1]
+""", expect="尽早", full=True),
     # ---- 042 消息分派
     Cheat("042_dispatch_msgs", "退出之后接着处理，最后才返回 False", """
 def dispatch(msgs, add_req, abort_req):

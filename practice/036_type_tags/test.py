@@ -141,10 +141,11 @@ def run(mod: object) -> None:
         wire = to_wire(obj)
         context = short(obj, 160)
         expected = reference(obj)
-        check_equal(wire, expected, "to_wire 的结果", context)
+        # 先比类型：tuple 没有变成 list 时，直接说出是哪里不对
         check(same_types(wire, expected),
-              f"to_wire 的结果值相等、类型却不同（比如 tuple 没有变成 list，或者 True 变成了 1）：\n"
-              f"  输入：{context}\n  你的是：{short(wire, 160)}")
+              f"to_wire 的结果类型与参考的不同（比如 tuple 没有变成 list，或者 True 变成了 1）：\n"
+              f"  输入：{context}\n  你的是：{short(wire, 160)}\n  应该是：{short(expected, 160)}")
+        check_equal(wire, expected, "to_wire 的结果", context)
         check_equal(obj, before, "to_wire 之后的输入对象（不应该被改动）", context)
         back = from_wire(CLASSES, wire)
         check_equal(back, as_tuple_free(obj), "from_wire(classes, to_wire(x))", context)

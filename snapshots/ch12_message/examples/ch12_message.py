@@ -35,6 +35,9 @@ def fake_scheduler(backend_addr: str, tokenizer_addr: str) -> None:
         while True:
             msg = inbox.get()
             msgs = msg.data if isinstance(msg, BatchBackendMsg) else [msg]
+            if isinstance(msg, BatchBackendMsg):
+                names = [f"UserMsg(uid={m.uid})" if isinstance(m, UserMsg) else type(m).__name__ for m in msgs]
+                print(f"子进程收到一帧 BatchBackendMsg，拆成 {len(msgs)} 条：{', '.join(names)}", flush=True)
             for m in msgs:
                 if isinstance(m, ExitMsg):
                     return
@@ -46,6 +49,18 @@ def fake_scheduler(backend_addr: str, tokenizer_addr: str) -> None:
         outbox.stop()
 
 
+def same_message(a, b) -> bool:
+    """逐字段比较两条消息：张量比较类型和每个元素，其余字段用 ==。"""
+    if type(a) is not type(b):
+        return False
+    for name in a.__dataclass_fields__:
+        x, y = getattr(a, name), getattr(b, name)
+        same = (x.dtype == y.dtype and torch.equal(x, y)) if isinstance(x, torch.Tensor) else x == y
+        if not same:
+            return False
+    return True
+
+
 def show_one_message() -> None:
     msg = UserMsg(uid=0, input_ids=torch.tensor([9906, 11, 1917], dtype=torch.int32),
                   sampling_params=SamplingParams(max_tokens=16))
@@ -53,8 +68,9 @@ def show_one_message() -> None:
     raw = pack(BaseBackendMsg.encoder, msg)
     print("一条 UserMsg 编码成的字典：")
     print("  ", encoded)
-    print(f"msgpack 之后 {len(raw)} 字节；解码回来与原消息相同："
-          f"{BaseBackendMsg.decoder(msgpack.unpackb(raw)).input_ids.tolist() == [9906, 11, 1917]}")
+    back = BaseBackendMsg.decoder(msgpack.unpackb(raw))
+    print(f"msgpack 之后 {len(raw)} 字节；解码回来与原消息逐字段相同（uid、input_ids、采样参数）："
+          f"{same_message(back, msg)}")
 
 
 def main() -> None:

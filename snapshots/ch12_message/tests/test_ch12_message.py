@@ -1,6 +1,6 @@
 """第 12 章：消息的编码/解码，以及 ZMQ 队列在真实套接字上的收发。
 
-每个测试用自己的 IPC 临时目录（tmp_path 太长时退回 new_ipc_dir），测试结束关掉所有套接字。
+每个测试用 new_ipc_dir() 新建的 IPC 临时目录（tmp_path 对 Unix 域套接字可能太长），测试结束关掉所有套接字、删掉目录。
 """
 
 from __future__ import annotations
@@ -195,8 +195,10 @@ def test_a_family_decoder_knows_only_its_own_family():
 @pytest.mark.parametrize("data, pattern", [
     (5, "带 '__type__' 类型标签的字典"),
     ({"uid": 1}, "带 '__type__' 类型标签的字典"),
-    ({"__type__": "AbortBackendMsg", "uid": 1, "extra": 2}, "字段与收到的不符"),
-    ({"__type__": "UserMsg", "uid": 1}, "字段与收到的不符"),
+    ({"__type__": "AbortBackendMsg", "uid": 1, "extra": 2}, r"字段与收到的不符：多了 \['extra'\]，缺了 \[\]"),
+    ({"__type__": "UserMsg", "uid": 1}, r"缺了 \['input_ids', 'sampling_params'\]"),
+    ({"__type__": "BatchBackendMsg", "data": [serialize_type(SP)]}, "混进了 SamplingParams"),
+    ({"__type__": "BatchBackendMsg", "data": 3}, "data 应该是列表"),
     ({"__type__": "Tensor", "buffer": b"\0" * 3, "dtype": "int32"}, "整数倍"),
     ({"__type__": "Tensor", "buffer": b"", "dtype": "object"}, "dtype 'object' 不认识"),
     ({"__type__": "Tensor", "buffer": "abc", "dtype": "int32"}, "应该是 bytes"),

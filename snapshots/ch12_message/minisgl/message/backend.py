@@ -9,7 +9,7 @@ import torch
 
 from minisgl.core import SamplingParams
 
-from .utils import deserialize_type, serialize_type
+from .utils import check_family, deserialize_type, serialize_type
 
 
 @dataclass
@@ -22,8 +22,7 @@ class BaseBackendMsg:
     @staticmethod
     def decoder(data: Any) -> BaseBackendMsg:
         msg = deserialize_type(_DECODABLE, data)
-        if not isinstance(msg, BaseBackendMsg):
-            raise ValueError(f"调度器消息的最外层必须是一条消息，收到 {type(msg).__name__}")
+        check_family(msg, BaseBackendMsg, BatchBackendMsg, "调度器")
         return msg
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .utils import deserialize_type, serialize_type
+from .utils import check_family, deserialize_type, serialize_type
 
 
 @dataclass
@@ -18,8 +18,7 @@ class BaseFrontendMsg:
     @staticmethod
     def decoder(data: Any) -> BaseFrontendMsg:
         msg = deserialize_type(_DECODABLE, data)
-        if not isinstance(msg, BaseFrontendMsg):
-            raise ValueError(f"前端消息的最外层必须是一条消息，收到 {type(msg).__name__}")
+        check_family(msg, BaseFrontendMsg, BatchFrontendMsg, "前端")
         return msg
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from minisgl.core import SamplingParams
 
-from .utils import deserialize_type, serialize_type
+from .utils import check_family, deserialize_type, serialize_type
 
 
 @dataclass
@@ -20,8 +20,7 @@ class BaseTokenizerMsg:
     @staticmethod
     def decoder(data: Any) -> BaseTokenizerMsg:
         msg = deserialize_type(_DECODABLE, data)
-        if not isinstance(msg, BaseTokenizerMsg):
-            raise ValueError(f"tokenizer 消息的最外层必须是一条消息，收到 {type(msg).__name__}")
+        check_family(msg, BaseTokenizerMsg, BatchTokenizerMsg, "tokenizer ")
         return msg
 
 

@@ -124,7 +124,34 @@ def deserialize_type(cls_map: dict[str, type], data: Any) -> Any:
         known = "、".join(sorted(cls_map)) or "（空）"
         raise ValueError(f"未知的消息类型 {name!r}：这个解码器只认识 {known}")
     kwargs = {k: _deserialize_value(cls_map, v) for k, v in data.items() if k != TYPE_KEY}
+    cls = cls_map[name]
+    if dataclasses.is_dataclass(cls):
+        _check_fields(cls, kwargs)
     try:
-        return cls_map[name](**kwargs)
-    except TypeError as e:  # 字段多了、少了或名字不对
+        return cls(**kwargs)
+    except TypeError as e:  # 表里的类不是 dataclass 时，字段由构造函数自己检查
         raise ValueError(f"{name} 的字段与收到的不符（收到 {sorted(kwargs)}）：{e}") from e
+
+
+def _check_fields(cls: type, kwargs: dict) -> None:
+    fields = dataclasses.fields(cls)
+    extra = sorted(set(kwargs) - {f.name for f in fields})
+    missing = [f.name for f in fields if f.name not in kwargs
+               and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    if extra or missing:
+        raise ValueError(f"{cls.__name__} 的字段与收到的不符：多了 {extra}，缺了 {missing}")
+
+
+def check_family(msg: Any, base: type, batch: type, family: str) -> None:
+    """解码之后再查一遍：最外层是这一族的消息，批消息里的每一条也是。
+
+    白名单里还有 SamplingParams 之类的非消息类，它们可以出现在字段里，却不能被当成一条消息。
+    """
+    if not isinstance(msg, base):
+        raise ValueError(f"{family}消息的最外层必须是一条消息，收到 {type(msg).__name__}")
+    if isinstance(msg, batch):
+        if not isinstance(msg.data, list):
+            raise ValueError(f"{batch.__name__}.data 应该是列表，收到 {type(msg.data).__name__}")
+        for item in msg.data:
+            if not isinstance(item, base):
+                raise ValueError(f"{batch.__name__} 里混进了 {type(item).__name__}：批里的每一条都必须是一条消息")
