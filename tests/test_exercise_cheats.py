@@ -1656,6 +1656,112 @@ def handshake(rank, pub, sub, all_reduce_min):
         "044_late_subscriber", "        while sub.get() != READY:  # 读掉晚到的探针\n            pass",
         "        pass"), expect="不是真消息", full=True),
 
+    # ---- 045 SSE
+    Cheat("045_sse_stream", "每一块收到就解码（一个汉字的 UTF-8 字节被切开）", """
+class SSEParser:
+    def __init__(self):
+        self._text = ""
+        self._data = []
+
+    def feed(self, chunk):
+        self._text += chunk.decode("utf-8", errors="replace")
+        events = []
+        while "\\n" in self._text:
+            line, self._text = self._text.split("\\n", 1)
+            line = line.removesuffix("\\r")
+            if line == "":
+                if self._data:
+                    text = "\\n".join(self._data)
+                    events.append(DONE if text == DONE else json.loads(text))
+                self._data = []
+            elif line.startswith("data:"):
+                value = line[5:]
+                self._data.append(value[1:] if value.startswith(" ") else value)
+        return events
+""", expect="不对"),
+    Cheat("045_sse_stream", "按两个 \\n 切事件（不认 \\r\\n）", """
+class SSEParser:
+    def __init__(self):
+        self._buffer = b""
+
+    def feed(self, chunk):
+        self._buffer += chunk
+        *done, self._buffer = self._buffer.split(b"\\n\\n")
+        events = []
+        for raw in done:
+            lines = [l[5:].removeprefix(" ") for l in raw.decode().split("\\n") if l.startswith("data:")]
+            if lines:
+                text = "\\n".join(lines)
+                events.append(DONE if text == DONE else json.loads(text))
+        return events
+""", expect="\\r\\n"),
+    Cheat("045_sse_stream", "json.dumps 用默认的 ensure_ascii（中文变成 \\uXXXX）", patched(
+        "045_sse_stream", "text = json.dumps(payload, ensure_ascii=False)", "text = json.dumps(payload)"),
+        expect="ensure_ascii", full=True),
+    # ---- 046 请求参数
+    Cheat("046_request_validation", "true 当成整数 1（isinstance(True, int)）", patched(
+        "046_request_validation", "    return isinstance(x, int) and not isinstance(x, bool)\n",
+        "    return isinstance(x, int)\n"), expect="坏请求没有被拦住", full=True),
+    Cheat("046_request_validation", "不认识的字段悄悄忽略", patched(
+        "046_request_validation", "    unknown = sorted(set(body) - set(FIELDS))\n", "    unknown = []\n"),
+        expect="param", full=True),
+    Cheat("046_request_validation", "字符串的数字也收下", patched(
+        "046_request_validation",
+        "    temperature = body.get(\"temperature\", 1.0)\n",
+        "    temperature = body.get(\"temperature\", 1.0)\n"
+        "    if isinstance(temperature, str):\n        temperature = float(temperature)\n"),
+        expect="坏请求没有被拦住", full=True),
+    # ---- 047 回复路由
+    Cheat("047_reply_router", "所有 uid 共用一个队列", """
+class ReplyRouter:
+    def __init__(self):
+        self._queue = asyncio.Queue()
+        self._open = set()
+        self._next_uid = 0
+        self._failed = None
+
+    def open(self):
+        if self._failed is not None:
+            raise BackendGone(self._failed)
+        uid = self._next_uid
+        self._next_uid += 1
+        self._open.add(uid)
+        return uid
+
+    def deliver(self, uid, piece, finished):
+        if uid in self._open:
+            self._queue.put_nowait((uid, piece, finished))
+
+    async def next(self, uid):
+        item = await self._queue.get()
+        if item == "gone":
+            self._open.discard(uid)
+            raise BackendGone(self._failed)
+        if item[2]:
+            self._open.discard(uid)
+        return item[1], item[2]
+
+    def abort(self, uid):
+        if uid in self._open:
+            self._open.discard(uid)
+            return True
+        return False
+
+    def fail(self, reason):
+        self._failed = reason
+        for _ in self._open:
+            self._queue.put_nowait("gone")
+
+    @property
+    def open_uids(self):
+        return set(self._open)
+""", expect="next(a) 不对"),
+    Cheat("047_reply_router", "fail 只记下原因，不叫醒正在等的协程", patched(
+        "047_reply_router", "        for queue in self._queues.values():\n            queue.put_nowait(_Gone(reason))\n",
+        "        pass\n"), expect="挂住了", full=True),
+    Cheat("047_reply_router", "abort 不注销 uid", patched(
+        "047_reply_router", "        return self._queues.pop(uid, None) is not None\n",
+        "        return uid in self._queues\n"), expect="open_uids", full=True),
 ]
 
 
