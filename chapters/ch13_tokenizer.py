@@ -14,7 +14,7 @@
 # %% [markdown]
 # # 第 13 章 Tokenizer 与增量反分词
 #
-# 调度器每步交出一个 token id，用户要的是一段段文字。可一个汉字、一个 emoji 的 UTF-8 字节常常分在几个 token 里，每来一个 token 就单独解码，屏幕上是一串“�”。本章写服务里的 tokenizer 进程：分词时套上模型的[对话模板](../glossary.md#chat-template)，反分词时只解码一个小窗口、半个字先扣住、发出去的字永不收回，OpenAI 的 `stop` 也在这里处理。测量会数出朴素做法的“�”和[上游](../glossary.md#upstream)算法重发的字，性质测试在随机 token 序列上证明：流式输出拼起来正好等于一次性 `decode`。
+# 调度器每步交出一个 token id，用户要的是一段段文字。可一个汉字、一个 emoji 的 UTF-8 字节常常分在几个 token 里，每来一个 token 就单独解码，屏幕上是一串“�”。本章写服务里的 tokenizer 进程：分词时套上模型的[聊天模板](../glossary.md#chat-template)，反分词时只解码一个小窗口、半个字先扣住、发出去的字永不收回，OpenAI 的 `stop` 也在这里处理。测量会数出朴素做法的“�”和[上游](../glossary.md#upstream)算法重发的字，性质测试在随机 token 序列上检查：流式输出拼起来正好等于一次性 `decode`。
 
 # %% tags=["remove-cell"]
 from minibook.page import *
@@ -31,7 +31,7 @@ setup(13)
 # ??? question "自测参考答案（先自己答，再展开对照）"
 #
 #     1. 一个字的字节分在几个 token 里时，单独解码每个 token 得到的是替换符“�”，而且拼起来也不等于整段解码。
-#     2. 单独解码一段 token 和在上下文里解码它可能不同（例如开头的空格会被去掉）；窗口开头留一段已经提交的 token 当上下文，再减去它的解码，新增的部分才对。
+#     2. SentencePiece 一类的分词器（Llama 2、Mistral）单独解码一段 token 时会去掉开头的空格，在上下文里才保留；窗口开头留一段已经提交的 token 当上下文，再减去它的解码，新增的部分才对。本书的 SmolLM2、Qwen3 没有这个问题，练习 041 模拟了它。
 #     3. 先不发：它可能是停止串的开头。下一步如果又是 `"\n"`，停止串命中，两个换行都不发、请求结束；如果不是，就和后面的字一起发出去。
 #     4. 一个“�”：这两个字节以后也补不齐了，结束时照 `decode` 的结果交出去，全部输出拼起来正好等于 `decode(全部 token)`。
 
@@ -49,23 +49,21 @@ tree()
 # %% [markdown]
 # ## 这一步的 main
 #
-# 本章的 main 是 `examples/ch13_tokenizer.py`，只用 SmolLM2 的分词器、不加载模型：对话模板与 HF 一致；中文和 emoji 逐 token 流式，朴素解码与增量反分词各出几个“�”；上游算法重发的字；停止串；三种语言每个 token 出几个字。`python tools/steps.py check 13` 会跑它和本章的测试；只想跑 main：
+# 本章的 main 是 `examples/ch13_tokenizer.py`，只用 SmolLM2 的分词器、不加载模型：聊天模板与 HF 一致；中文和 emoji 逐 token 流式，朴素解码与增量反分词各出几个“�”；上游算法重发的字；停止串；三种语言每个 token 出几个字符。`python tools/steps.py check 13` 会跑它和本章的测试；只想跑 main：
 #
 # ```bash
 # python tools/steps.py run 13 -- python examples/ch13_tokenizer.py
 # ```
 #
-# ![上：“A 世界a好”的 10 个 token 和它们的字节；中：第 3、4、6、7 个 token 到来时的解码窗口，灰色是已提交的上下文 ids[surr:read]，黄色是新的 token；新增文字以半个字结尾就不提交、不发，完整了才提交并把 surr、read 往右挪；下：一步带来几个 token 时，上游的 sent 从 3 退回 2、“世”又发一遍，本书只增不减](../assets/ch13_offsets.svg)
-#
 # ## 先量：逐 token 解码，满屏“�”
 #
-# SmolLM2 用[字节级 BPE](../glossary.md#byte-level-bpe)：常见的字节串合成一个 token，罕见的汉字、emoji 就拆开。最朴素的流式做法是每来一个 token 就单独解码它：
+# SmolLM2 用[字节级 BPE](../glossary.md#byte-level-bpe)：先把文字变成 UTF-8 字节，再把常见的字节串合成 token。它的词表以英文为主，连常见的汉字也常拆成 2–3 个 token。最朴素的流式做法是每来一个 token 就单独解码它：
 
 # %%
 import sys
 
 sys.path.insert(0, "examples")
-from ch13_streams import incremental_pieces, naive_pieces, random_steps, random_stream, show
+from ch13_streams import incremental_pieces, naive_pieces, random_steps, random_stream, show, token_bytes
 from ch13_upstream import UpstreamDecoder, is_cjk
 
 from minibook.models import smollm2
@@ -75,7 +73,7 @@ tok = load_tokenizer(smollm2())
 text = "你好，世界！😀🎉 こんにちは"
 ids = tok.encode(text)
 naive = naive_pieces(tok, ids)
-print(f"{len(text)} 个字，{len(ids)} 个 token")
+print(f"{len(text)} 个字符，{len(ids)} 个 token")
 print("朴素：", show(naive))
 print(f"“�”有 {''.join(naive).count(chr(0xFFFD))} 个；拼起来等于原文：{''.join(naive) == text}")
 assert "\ufffd" in "".join(naive)
@@ -83,7 +81,7 @@ assert "\ufffd" in "".join(naive)
 # %% [markdown]
 # 27 个 token 里只有“，”和“に”各自是完整的字，其余都是一个字的一部分，解出来是[替换符](../glossary.md#replacement-char)。这些“�”发出去就收不回来了：客户端看到的是乱码，不是晚一点出现的字。
 #
-# ## 分词：套上对话模板
+# ## 分词：套上聊天模板
 #
 # 先看进来的方向。API server 交来的要么是一段文本（补全接口），要么是一组对话消息（聊天接口）。对话要按模型训练时的格式拼起来，最后加上“轮到助手”的几个 token：
 
@@ -126,7 +124,7 @@ assert upstream_way[:2] == [bos_tok.bos_token_id] * 2 and our_way[1] != bos_tok.
 #
 # ## 反分词：只解码一个窗口，半个字先扣住
 #
-# 每次把全部 token 重新解码一遍，结果一定对，但一个请求的总代价随长度平方增长。[增量反分词](../glossary.md#incremental-detokenization)只解码最后一小段，靠两个 token 偏移和一个字符偏移记账：
+# 每次把全部 token 重新解码一遍，结果一定对，但一个请求的总代价随长度平方增长。[增量反分词](../glossary.md#incremental-detokenization)只解码最后一小段，靠两个 token 偏移记账：`surr_offset`（窗口从哪个 token 开始）和 `read_offset`（前多少个 token 的文字已经提交）。
 
 # %% tags=["remove-input"]
 listing("minisgl/tokenizer/detokenize.py", "IncrementalDecoder.push")
@@ -135,23 +133,26 @@ listing("minisgl/tokenizer/detokenize.py", "IncrementalDecoder.push")
 listing("minisgl/tokenizer/detokenize.py", "IncrementalDecoder._window_text")
 
 # %% [markdown]
-# 窗口从 `surr_offset` 开始，而不是从 `read_offset`：开头留一段已经提交的 token 当上下文，两次解码里它被处理得一样（比如开头的空格），相减之后新增的部分才对。新增的文字完整了就提交、窗口右移；以“�”结尾就不提交，但“�”前面的字已经不会再变，记进 `pending` 先发。逐 token 看上图里的那串 token：
+# 窗口从 `surr_offset`（surr 是 surrounding：窗口开头留作上下文的那几个 token）开始，而不是从 `read_offset`。这是为 SentencePiece 一类的分词器（Llama 2、Mistral）准备的：它们单独解码一段 token 会去掉开头的空格，放在上下文里才保留；两次解码带着同样的上下文，相减之后新增的部分才对。SmolLM2 和 Qwen3 的字节级 BPE 逐段拼接，上下文不起作用，也不碍事；练习 041 的小分词器模拟了这种去空格的分词器。
+#
+# 新增的文字完整了就提交、窗口右移；以“�”结尾就不提交，但“�”前面的字已经不会再变，记进 `pending` 先发。逐 token 看一串中英混合的 token（字节按十六进制打印）：
 
 # %%
 from minisgl.tokenizer import IncrementalDecoder
 
 decoder = IncrementalDecoder(tok)
 ids = tok.encode("A 世界a好")
-print("第几个  token        发出    surr read  已提交")
+print("第几个  字节     发出    surr read  已提交")
 for k, token in enumerate(ids, start=1):
     piece = decoder.push([token])
-    token_text = tok.convert_ids_to_tokens(token)
-    print(f"{k:>4}    {token_text!r:<8} {piece!r:>6}    {decoder.surr_offset:>3} "
+    print(f"{k:>4}    {token_bytes(tok, token).hex(' ').upper():<7} {piece!r:>5}    {decoder.surr_offset:>3} "
           f"{decoder.read_offset:>4}  {decoder.committed!r}")
 assert decoder.flush() == "" and decoder.committed == "A 世界a好"
 
 # %% [markdown]
 # 第 3 个 token 是“世”的前两个字节，什么也不发；第 4 个补齐了“世”，提交，`surr` 挪到 2、`read` 挪到 4。窗口始终只有几个 token。
+#
+# ![上：“A 世界a好”的 10 个 token 和它们的字节；中：第 3、4、6、7 个 token 到来时的解码窗口，灰色是已提交的上下文 ids[surr:read]，黄色是新的 token；新增文字以半个字结尾就不提交、不发，完整了才提交并把 surr、read 往右挪；下：一步带来几个 token 时，上游的 sent 从 3 退回 2、“世”又发一遍，本书只增不减](../assets/ch13_offsets.svg)
 #
 # 回到开头那段中文和 emoji，同样逐 token 流式：
 
@@ -180,7 +181,7 @@ for name, dec in (("上游", UpstreamDecoder(tok)), ("本书", IncrementalDecode
     print(f"{name}：{show(pieces)}  →  {''.join(pieces)!r}")
 
 # %% [markdown]
-# 一步带来几个 token 时会这样（sglang 的投机解码一步就接受好几个 token，这正是 sglang #31598）。上游 mini-sglang 每条消息只有一个 token，要触发它，得有一个 token 同时补齐一个汉字、又开始下一个字。SmolLM2 的词表里有没有这种 token？数一下：
+# 一步带来几个 token 时会这样：sglang 的反分词一步常拿到几个 token，sglang #31598 报的就是这个。上游 mini-sglang 每条消息只有一个 token，要触发它，得有一个 token 同时补齐一个汉字、又开始下一个字。SmolLM2 的词表里有没有这种 token？数一下：
 
 # %%
 from ch13_streams import token_bytes
@@ -222,9 +223,9 @@ print(f"300 条随机流，每步 1–4 个 token，发错的条数：{several}"
 assert one == {"上游": 0, "本书": 0} and several["上游"] > 0 and several["本书"] == 0
 
 # %% [markdown]
-# 一步一个 token 时两边都不出错；一步几个 token 时，上游有一部分流发错了字，我们一条也没有。我们的 `sent_offset` 只增不减：`push` 返回的永远是稳定文本新增的部分，稳定文本只会在后面追加（`push` 里的断言守着这一点）。
+# 一步一个 token 时两边都不出错；一步几个 token 时，上游有一部分流发错了字，我们一条也没有。我们的 `push` 返回的永远是稳定文本新增的部分，稳定文本只会在后面追加（`push` 里的断言守着这一点），所以发出去的字不会退回。
 #
-# ### 结束时的半个字
+# ### 结束时补不齐的半个字照 `decode` 交出
 #
 # 请求停在一个字的中间怎么办？让 SmolLM2 真的生成：它很爱写 🌟，一个 🌟 是 4 个字节、在这里分成 3 个 token，`max_tokens=10` 正好停在第 4 个 🌟 的第一个 token 上：
 
@@ -268,12 +269,12 @@ for sample, stop in samples:
         (out,) = manager.detokenize([DetokenizeMsg(0, token, False)])
         step = f"  {tok.decode([token])!r:>10} → 发出 {out.text!r:<14}"
         if out.finished:
-            print(f"{step} 结束（{out.finish_reason}），通知调度器停下：{out.stop_string_hit}")
+            print(f"{step} 结束（{out.finish_reason}），通知调度器停下：{out.abort_backend}")
             break
         print(f"{step} 扣住 {manager.states[0].held!r}")
 
 # %% [markdown]
-# 第一个 `"\n"` 被扣住，第二个到来时停止串命中：两个换行都不发，请求以 `"stop"` 结束，`stop_string_hit` 告诉 tokenizer 进程给调度器发 `AbortBackendMsg`，它的 KV 页马上还回去。第二个例子里 `"Hello"` 先扣住，下一个 token 是 `" there"`，确定不是停止串，连同扣住的一起发出。
+# 第一个 `"\n"` 被扣住，第二个到来时停止串命中：两个换行都不发，请求以 `"stop"` 结束，`abort_backend` 告诉 tokenizer 进程给调度器发 `AbortBackendMsg`，它的 KV 页马上还回去（停止串恰好由最后一个 token 补齐时不发：调度器自己已经结束了这个请求）。第二个例子里 `"Hello"` 先扣住，下一个 token 是 `" there"`，确定不是停止串，连同扣住的一起发出。
 #
 # EOS 也在这里处理：调度器把 EOS 当普通 token 报上来，这里不把它变成文字（`ignore_eos` 时除外），结束原因记为 `"stop"`；到了 `max_tokens` 是 `"length"`。`completion_tokens` 数调度器生成的全部 token，EOS 也算：
 
@@ -310,9 +311,9 @@ for r in to_frontend:
 # %% [markdown]
 # 只有带新文字的回复才发给 API server；停止串命中的那一步发出最后一段和结束原因，同时让调度器取消这个请求。
 #
-# ## 每个 token 出几个字
+# ## 中文、日文一个 token 出不到一个字符
 #
-# 同一段意思，英文、中文、日文各写一遍，逐 token 增量反分词，数每一步发出几个字：
+# 同一段意思，英文、中文、日文各写一遍，逐 token 增量反分词，数每一步发出几个字符：
 
 # %%
 from collections import Counter
@@ -326,16 +327,16 @@ for i, (lang, passage) in enumerate(PASSAGES.items()):
     counts = Counter(min(len(p), 6) for p in pieces)
     xs = list(range(7))
     plt.bar([x + (i - 1) * width for x in xs], [counts[x] / len(pieces) for x in xs], width=width,
-            label=f"{lang}（{len(passage) / len(pieces):.2f} 字/token）")
+            label=f"{lang}（{len(passage) / len(pieces):.2f} 字符/token）")
 plt.xticks(range(7), ["0", "1", "2", "3", "4", "5", "≥6"])
 plt.xlabel("这一步发出的字符数")
 plt.ylabel("占全部步数的比例")
-plt.title("SmolLM2 的分词器：逐 token 流式时每一步发出几个字")
+plt.title("SmolLM2 的分词器：逐 token 流式时每一步发出几个字符")
 plt.legend()
 plt.show()
 
 # %% [markdown]
-# SmolLM2 的词表主要为英文训练：一个英文 token 平均近 5 个字符，一步也不落空；中文、日文的一个字常要 2–3 个 token，四成多的步什么也发不出。同样的字数，中文回答要多花几倍的 decode 步，流式看起来也更“一顿一顿”。
+# SmolLM2 的词表以英文为主：一个英文 token 平均近 5 个字符，一步也不落空；中文、日文的一个字常要 2–3 个 token，四成多的步什么也发不出。同样的字数，中文回答要多花几倍的 decode 步，流式看起来也更“一顿一顿”。
 
 # %% [markdown]
 # ## 运行
@@ -351,12 +352,12 @@ run("python examples/ch13_tokenizer.py")
 # - 朴素解码 27 个 token 出了 25 个“�”，拼起来也不等于原文；增量反分词一个“�”也没有，拼起来正好是原文。
 # - 一步带来 3、4 个 token 时，上游发出 `'A 世世界a好'`，我们发出 `'A 世界a好'`。
 # - `"你好世界和平"` 按字节拆成 18 个 token，停止串“世界”在第 12 个 token（“界”的最后一个字节）命中，只发出“你好”。
-# - 英文每个 token 4.90 个字，中文 0.57、日文 0.56；中文有 43% 的步什么也不发。
+# - 英文每个 token 4.90 个字符，中文 0.57、日文 0.56；中文有 43% 的步什么也不发。
 
 # %% [markdown]
 # ## 与上游的差异
 #
-# - 我们的 `sent_offset` 只增不减、窗口里稳定的字先发；上游按“可打印”规矩回退 `sent_offset`，一步多个 token 时重发已发的字（sglang #31598）。`python/minisgl/tokenizer/detokenize.py` · `DetokenizeManager.detokenize`
+# - 我们的稳定文本只追加、已发出的字符数（`sent_offset`）只增不减，窗口里稳定的字先发；上游按“可打印”规矩回退 `sent_offset`，一步多个 token 时重发已发的字（sglang #31598）。`python/minisgl/tokenizer/detokenize.py` · `DetokenizeManager.detokenize`
 # - 我们实现了 `stop`：跨 token 匹配、扣住疑似开头、命中后让调度器取消；上游的 `TokenizeMsg` 没有这个字段。`python/minisgl/message/tokenizer.py` · `TokenizeMsg`
 # - 我们的对话直接 `apply_chat_template(tokenize=True)`；上游先拼字符串再 `encode`，会加 BOS 的分词器上得到两个 BOS。`python/minisgl/tokenizer/tokenize.py` · `TokenizeManager.tokenize`
 # - 我们的回复带结束原因、用量和错误原因，坏输入只让那个请求失败；上游的 `UserReply` 只有 `finished`，分词出错时进程退出。`python/minisgl/tokenizer/server.py` · `tokenize_worker`
@@ -364,7 +365,7 @@ run("python examples/ch13_tokenizer.py")
 # %% [markdown]
 # ## 测试
 #
-# 本章的测试在 `tests/test_ch13_tokenizer.py`：性质测试（hypothesis）在 SmolLM2 真实的分词器上随机生成 token 流（正常分词和按字节拆开混在一起，夹着特殊 token，随机分步），检查拼起来等于 `decode`、结束前没有“�”；任意字节（多半不是合法 UTF-8）也拼得对；停止串与一个“每来一个 token 就从头找一遍”的朴素参照比较；EOS、结束原因、用量；对话模板与 HF 逐个 id 相同。最后起一个真的 tokenizer 进程（spawn），测试扮演 API server 和调度器，走真的 ipc 套接字：分词、流式回复、停止串让调度器取消、取消和拒绝、坏字节不让进程崩、SIGTERM 干净退出。核心的性质测试：
+# 本章的测试在 `tests/test_ch13_tokenizer.py`：性质测试（hypothesis）在 SmolLM2 真实的分词器上随机生成 token 流（正常分词和按字节拆开混在一起，夹着特殊 token，随机分步），检查拼起来等于 `decode`、结束前没有“�”；任意字节（多半不是合法 UTF-8）也拼得对；停止串与一个“每来一个 token 就从头找一遍”的朴素参照比较；EOS、结束原因、用量；聊天模板与 HF 逐个 id 相同。最后起一个真的 tokenizer 进程（spawn），测试扮演 API server 和调度器，走真的 ipc 套接字：分词、流式回复、停止串让调度器取消、取消和拒绝、坏字节不让进程崩、SIGTERM 干净退出。核心的性质测试：
 
 # %% tags=["remove-input"]
 listing("tests/test_ch13_tokenizer.py", "test_streamed_pieces_equal_decode_and_never_show_a_half_character")
@@ -375,20 +376,20 @@ run("python -m pytest -q --color=no tests/test_ch13_tokenizer.py -k 'streamed or
 # %% [markdown]
 # ## 怎么讲清楚
 #
-# 字节级 BPE 会把一个字拆进几个 token，逐 token 解码就是满屏“�”。增量反分词只解码一个小窗口：窗口开头留几个已提交的 token 当上下文，减去它们的解码就是新增的文字；以半个字结尾就先不提交，“�”前面已经稳定的字照发；已发出的字符数只增不减，所以绝不重发，上游在一步多个 token 时就会重发。结束时补不齐的半个字照 `decode` 交出，流式和非流式一致。停止串同理：可能是开头的尾巴先扣住。SmolLM2 上中文一个 token 平均只出 0.57 个字，四成多的步什么也发不出。
+# 字节级 BPE 会把一个字拆进几个 token，逐 token 解码就是满屏“�”。增量反分词只解码一个小窗口：窗口开头留几个已提交的 token 当上下文，减去它们的解码就是新增的文字；以半个字结尾就先不提交，“�”前面已经稳定的字照发；已发出的字符数只增不减，所以绝不重发，上游在一步多个 token 时就会重发。结束时补不齐的半个字照 `decode` 交出，流式和非流式一致。停止串同理：可能是开头的尾巴先扣住。SmolLM2 上中文一个 token 平均只出 0.57 个字符，四成多的步什么也发不出。
 
 # %% [markdown]
 # ## 练习
 #
 # 1. **窗口的大小**。正常文本里，`ids[surr_offset:]` 最多有几个 token？什么样的输出会让它一直变长？
 # 2. **停止串和半个字**。停止串是 `"世界"`，某一步稳定文本是 `"你好世"`、窗口末尾还有“界”的前两个字节。`_release` 扣住了什么？为什么不会把“世”发出去？
-# 3. **挑战：多个停止串**。停止串 `["abcd", "bc"]`，文字流式地出现 `"abcd"`。我们在哪一步结束、返回什么？如果改成“等到不可能再有更长的匹配再决定”，会有什么不同，哪个更接近 OpenAI 的行为？
+# 3. **挑战：多个停止串**。停止串 `["abcd", "bc"]`，文字流式地出现 `"abcd"`。我们在哪一步结束、返回什么？如果改成“等到不可能再有更长的匹配再决定”，会有什么不同，vLLM、sglang 是哪一种？
 #
 # ??? success "参考答案"
 #
 #     1. 上下文是上一次提交的那几个 token，加上从那以后还没凑成完整字的 token：一个字最多 4 个字节，通常不超过 6–8 个。如果模型一直输出不合法的字节（每一步都以“�”结尾），窗口就一直变长，每步解码的代价随之变大（sglang #34740 就是这种情况）。
 #     2. 稳定文本是 `"你好世"`（末尾的半个字不算），`"世"` 是停止串 `"世界"` 的开头，`_held_back` 扣住它，只发出 `"你好"`；等“界”补齐，停止串命中，扣住的“世”连同“界”都不发。
-#     3. 出现 `"abc"` 时 `"bc"` 已经完整出现，我们就在这一步结束，返回 `"a"`。等更长匹配的做法会等到 `"abcd"`、返回空串，但要多生成 token、多扣文字；OpenAI 和 vLLM 都是“一出现就停”，和我们一样。
+#     3. 出现 `"abc"` 时 `"bc"` 已经完整出现，我们就在这一步结束，返回 `"a"`。等更长匹配的做法会等到 `"abcd"`、返回空串，但要多生成 token、多扣文字。vLLM（`vllm/v1/engine/detokenizer.py` 的 `check_stop_strings`）和 sglang（`schedule_batch.py` 的 `Req.check_finished`）都是每步解出新文字就查一遍、哪个停止串出现了就停，和我们一样。
 #
 # ### 本章的判题练习
 #
@@ -409,5 +410,5 @@ exercises()
 #
 # - tokenizer 进程一个进程既分词又反分词；处理逻辑（`TokenizerHandler`）不碰套接字，按到达的顺序逐条处理。
 # - 分词：对话用 `apply_chat_template(add_generation_prompt=True, tokenize=True)`，与 HF 逐个 id 相同，不会多一个 BOS。
-# - 反分词：窗口 `ids[surr_offset:]` 减去已提交的 `ids[surr_offset:read_offset]`；半个字先扣住，稳定的字先发，`sent_offset` 只增不减；结束时补不齐的字节照 `decode` 变成一个“�”，流式拼起来总等于 `decode`。
+# - 反分词：窗口 `ids[surr_offset:]` 减去已提交的 `ids[surr_offset:read_offset]`（两个 token 偏移）；半个字先扣住，稳定的字先发，稳定文本只增不减；结束时补不齐的字节照 `decode` 变成一个“�”，流式拼起来总等于 `decode`。
 # - 停止串：可能是开头的尾巴扣住，命中后不发停止串、以 `"stop"` 结束并让调度器取消；EOS 不进文字，`max_tokens` 对应 `"length"`。

@@ -1477,6 +1477,45 @@ class Utf8Stream:
     def finish(self):
         return self.decoder.decode(b"", final=True)
 """, expect="codecs", full=True),
+    Cheat("039_utf8_chunks", "躲过名字检查拿 encodings.utf_8 的增量解码器", """
+import encodings.utf_8 as u
+
+_Decoder = getattr(u, "Incremental" + "Decoder")
+
+
+class Utf8Stream:
+    def __init__(self):
+        self.decoder = _Decoder(errors="replace")
+
+    def feed(self, chunk):
+        return self.decoder.decode(chunk)
+
+    @property
+    def pending(self):
+        return len(self.decoder.getstate()[0])
+
+    def finish(self):
+        return self.decoder.decode(b"", final=True) if self.pending else ""
+""", expect="不许用", full=True),
+    Cheat("039_utf8_chunks", "躲过名字检查用 _codecs.utf_8_decode(final=False)", """
+class Utf8Stream:
+    def __init__(self):
+        self.buffer = b""
+
+    def feed(self, chunk):
+        decode = getattr(__import__("_co" + "decs"), "utf_8_decode")
+        text, used = decode(self.buffer + chunk, "strict", False)
+        self.buffer = (self.buffer + chunk)[used:]
+        return text
+
+    @property
+    def pending(self):
+        return len(self.buffer)
+
+    def finish(self):
+        rest, self.buffer = ("\ufffd" if self.buffer else ""), b""
+        return rest
+""", expect="不许用", full=True),
     # ---- 040 停止串：扣住可能的开头
     Cheat("040_stop_holdback", "只在新来的一段里找停止串（跨段的漏掉）", patched(
         "040_stop_holdback", "hits = [i for i in (self.text.find(s, start) for s in self.stops) if i >= 0]",
@@ -1496,6 +1535,48 @@ StopFilter.finish = lambda self: ""
 class IncrementalDecoder:
     def __init__(self, decode):
         self.decode, self.ids, self.sent = decode, [], 0
+
+    def push(self, ids):
+        self.ids += ids
+        stable = self.decode(self.ids).rstrip("\ufffd")
+        out, self.sent = stable[self.sent:], len(stable)
+        return out
+
+    def flush(self):
+        text = self.decode(self.ids)
+        out, self.sent = text[self.sent:], len(text)
+        return out
+""", expect="不要每次都解码全部", full=True),
+    Cheat("041_window_detok", "每次都解码全部 token，再把计数清零", """
+class IncrementalDecoder:
+    def __init__(self, decode):
+        self.decode, self.ids, self.sent = decode, [], 0
+
+    def push(self, ids):
+        self.ids += ids
+        stable = self.decode(self.ids).rstrip("\ufffd")
+        if hasattr(self.decode, "tokens"):
+            self.decode.tokens = 0
+        out, self.sent = stable[self.sent:], len(stable)
+        return out
+
+    def flush(self):
+        text = self.decode(self.ids)
+        out, self.sent = text[self.sent:], len(text)
+        return out
+""", expect="不要每次都解码全部", full=True),
+    Cheat("041_window_detok", "从 decode 身上找不计数的参照 decode，每次解码全部", """
+def _uncounted(decode):
+    for f in (decode, getattr(type(decode), "__call__", None)):
+        found = getattr(f, "__globals__", {}).get("reference_decode")
+        if found is not None:
+            return found
+    return decode
+
+
+class IncrementalDecoder:
+    def __init__(self, decode):
+        self.decode, self.ids, self.sent = _uncounted(decode), [], 0
 
     def push(self, ids):
         self.ids += ids

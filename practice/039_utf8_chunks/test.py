@@ -5,15 +5,59 @@
 
 from __future__ import annotations
 
+import _codecs
+import codecs
+import contextlib
+import encodings.utf_8
 import random
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # 找到 practice/judgekit.py
-from judgekit import check, check_equal, check_type, main, require, short
+from judgekit import CheckFailed, check, check_equal, check_type, main, require, short
 
 SEED = 2039
 ALPHABETS = ["abcXYZ 019.,\n", "éßΩ€", "世界你好中文字节假名", "こんにちはカタカナ", "😀🎉🌟🚀"]
+
+
+_WATCHING = False  # 正在调用学习者的代码时为 True
+
+
+def _forbidden(real, what: str):
+    """把标准库里现成的增量 UTF-8 解码换成这个：评测学习者的代码时一调用就判“未通过”。
+
+    只看名字的检查拦不住 getattr(encodings.utf_8, "Incremental" + "Decoder") 这类写法，所以在
+    导入学习者的文件之前就把它们换掉。不在评测学习者时照常工作（读文件、打印回溯要用到它们）。"""
+    def guarded(*args, **kwargs):
+        if _WATCHING:
+            raise CheckFailed(f"不许用{what}：它正是这道题要你写的东西")
+        return real(*args, **kwargs)
+    return guarded
+
+
+@contextlib.contextmanager
+def _no_stdlib_incremental_utf8():
+    info = codecs.lookup("utf-8")  # 注册表缓存的这一份：getincrementaldecoder、io 都从它取
+    saved = [(encodings.utf_8, "IncrementalDecoder"), (encodings.utf_8, "StreamReader"),
+             (info, "incrementaldecoder"), (info, "streamreader"), (codecs, "getincrementaldecoder"),
+             (codecs, "getreader"), (codecs, "iterdecode")]
+    saved = [(obj, name, getattr(obj, name)) for obj, name in saved]
+    for obj, name, real in saved:
+        setattr(obj, name, _forbidden(real, f" codecs 的增量解码器（{name}）"))
+    real_decode = codecs.utf_8_decode  # 第三个参数 final=False 就是增量解码
+
+    def utf_8_decode(data, errors="strict", final=False):
+        if _WATCHING and not final:
+            raise CheckFailed("不许用 codecs.utf_8_decode(..., final=False)：它正是这道题要你写的东西")
+        return real_decode(data, errors, final)
+
+    codecs.utf_8_decode = _codecs.utf_8_decode = utf_8_decode
+    try:
+        yield
+    finally:
+        for obj, name, real in saved:
+            setattr(obj, name, real)
+        codecs.utf_8_decode = _codecs.utf_8_decode = real_decode
 
 
 class Reference:
@@ -61,9 +105,18 @@ def cut(rng: random.Random, data: bytes) -> list[bytes]:
 
 
 def run(mod: object) -> None:
+    global _WATCHING
     source = Path(mod.__file__).read_text(encoding="utf-8").lower()
     check("codecs" not in source and "incrementaldecoder" not in source,
           "不许用 codecs 模块（它的增量解码器正是这道题要你写的东西）")
+    _WATCHING = True
+    try:
+        _run(mod)
+    finally:
+        _WATCHING = False
+
+
+def _run(mod: object) -> None:
     Utf8Stream = require(mod, "Utf8Stream")
 
     s = Utf8Stream()
@@ -99,4 +152,5 @@ def run(mod: object) -> None:
 
 
 if __name__ == "__main__":
-    main(run)
+    with _no_stdlib_incremental_utf8():  # 在导入学习者的文件之前换掉
+        main(run)

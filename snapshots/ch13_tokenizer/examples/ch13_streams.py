@@ -1,4 +1,4 @@
-"""本章演示和测试共用的小工具：按字节拆 token、逐 token 朴素解码、数“每个 token 出几个字”。"""
+"""本章演示和测试共用的小工具：按字节拆 token、逐 token 朴素解码、数“每个 token 出几个字符”。"""
 
 from __future__ import annotations
 

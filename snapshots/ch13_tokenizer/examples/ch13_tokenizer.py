@@ -1,10 +1,10 @@
 """第 13 章的 main：分词与增量反分词，只用 SmolLM2 的分词器（不加载模型）。
 
-1. 对话模板：TokenizeManager 的结果与 Hugging Face 的 apply_chat_template 逐个 id 相同；
+1. 聊天模板：TokenizeManager 的结果与 Hugging Face 的 apply_chat_template 逐个 id 相同；
 2. 逐 token 流式输出中文和 emoji：朴素地每个 token 单独 decode，数出多少个“�”；增量反分词一个也没有；
 3. 上游的算法在一步带来几个 token 时把已发出的字再发一遍，我们的不会；
 4. 停止串跨 token 命中，停止串本身不发，扣住的文字在确定不是停止串时放出来；
-5. 英文、中文、日文每个 token 平均出几个字，有多少步什么也发不出。
+5. 英文、中文、日文每个 token 平均出几个字符，有多少步什么也发不出。
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from minisgl.utils.hf import load_tokenizer  # noqa: E402
 
 REPLACEMENT = "\ufffd"
 
-# 三段意思相近的文字，用来数“每个 token 出几个字”
+# 三段意思相近的文字，用来数“每个 token 出几个字符”
 PASSAGES = {
     "英文": "The scheduler keeps the device busy: while one batch runs, the next one is prepared, "
             "and every finished request returns its pages to the pool.",
@@ -35,7 +35,7 @@ PASSAGES = {
 
 
 def chat_template(tok) -> None:
-    print("== 1. 对话模板")
+    print("== 1. 聊天模板")
     chat = [{"role": "user", "content": "法国的首都是哪里？"}]
     (ids,) = TokenizeManager(tok).tokenize([TokenizeMsg(0, chat, SamplingParams())])
     hf = tok.apply_chat_template(chat, add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"]
@@ -49,7 +49,7 @@ def naive_vs_incremental(tok) -> None:
     ids = tok.encode(text)
     naive, (*ours, tail) = naive_pieces(tok, ids), incremental_pieces(tok, ids)
     assert tail == ""  # 文字完整：结束时没有扣着的半个字
-    print(f"  {text!r}：{len(text)} 个字，{len(ids)} 个 token")
+    print(f"  {text!r}：{len(text)} 个字符，{len(ids)} 个 token")
     print(f"  朴素：{show(naive)}")
     print(f"  增量：{show(ours)}")
     print(f"  朴素的“�”：{''.join(naive).count(REPLACEMENT)} 个，拼起来等于 decode：{''.join(naive) == text}")
@@ -79,17 +79,17 @@ def stop_strings(tok) -> None:
         last = outs[-1]
         print(f"  stop={stop!r}，{len(ids)} 个 token：{show([o.text for o in outs])}")
         print(f"    处理了 {len(outs)} 个 token，结束：{last.finished}（{last.finish_reason}），"
-              f"要让调度器停下：{last.stop_string_hit}")
+              f"要让调度器停下：{last.abort_backend}")
 
 
 def chars_per_token(tok) -> None:
-    print("== 5. 每个 token 出几个字（逐 token 增量反分词）")
+    print("== 5. 每个 token 出几个字符（逐 token 增量反分词）")
     for lang, text in PASSAGES.items():
         ids = tok.encode(text)
         pieces = incremental_pieces(tok, ids)[:-1]  # 最后一项是 flush，文字完整时为空
         empty = sum(p == "" for p in pieces)
         assert "".join(pieces) == text and not any(REPLACEMENT in p for p in pieces)
-        print(f"  {lang}：{len(text)} 个字，{len(ids)} 个 token，平均每个 token {len(text) / len(ids):.2f} 个字；"
+        print(f"  {lang}：{len(text)} 个字符，{len(ids)} 个 token，平均每个 token {len(text) / len(ids):.2f} 个字符；"
               f"{empty} 步（{empty / len(ids):.0%}）什么也没发")
 
 

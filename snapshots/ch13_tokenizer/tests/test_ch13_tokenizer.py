@@ -3,7 +3,7 @@
 - 反分词：流式输出拼起来正好等于 tokenizer.decode(全部 token)，结束之前不出现 U+FFFD，已发出的文字
   从不重发（上游的算法在同一输入上会重发，见 examples/ch13_upstream.py）；停止串跨 token 边界也能
   命中、停止串本身不发、扣住的文字在确定不是停止串时放出来；EOS 与结束原因。
-- 分词：对话模板的结果与 Hugging Face 的 apply_chat_template(tokenize=True) 逐个 id 相同。
+- 分词：聊天模板的结果与 Hugging Face 的 apply_chat_template(tokenize=True) 逐个 id 相同。
 - tokenize_worker：真的起一个进程（spawn），测试这边扮演 API server 和调度器，走真的 ipc 套接字。
 """
 
@@ -146,7 +146,7 @@ def test_eos_is_not_text_and_finishes_with_stop():
     outs = run_manager(manager, 7, TOK.encode("Paris.") + [EOS])
     assert "".join(o.text for o in outs) == "Paris."
     last = outs[-1]
-    assert (last.finished, last.finish_reason, last.stop_string_hit) == (True, "stop", False)
+    assert (last.finished, last.finish_reason, last.abort_backend) == (True, "stop", False)
     assert (last.prompt_tokens, last.completion_tokens) == (11, len(outs))
     assert not any(o.finished for o in outs[:-1]) and 7 not in manager.states
 
@@ -168,9 +168,29 @@ def test_stop_string_across_byte_tokens_is_not_returned():
     ids = TOK.encode("你好") + byte_tokens(TOK, "世界和平".encode())
     outs = run_manager(manager, 3, ids, finish_last=False)
     assert "".join(o.text for o in outs) == "你好"
-    assert outs[-1].finished and outs[-1].finish_reason == "stop" and outs[-1].stop_string_hit
+    assert outs[-1].finished and outs[-1].finish_reason == "stop" and outs[-1].abort_backend
     assert len(outs) == len(TOK.encode("你好")) + 6  # “界”的第三个字节到了就停，后面的 token 不再处理
     assert manager.detokenize([DetokenizeMsg(3, ids[-1], False)]) == []  # 迟到的消息忽略
+
+
+def test_stop_string_on_the_last_token_does_not_abort_the_scheduler():
+    from minisgl.message import AbortBackendMsg
+    from minisgl.tokenizer import TokenizerHandler
+
+    ids = TOK.encode("Count: 1 2 3")
+    manager = DetokenizeManager(TOK)
+    manager.add_req(6, stop=[" 3"])
+    last = run_manager(manager, 6, ids)[-1]  # 停止串恰好由调度器的最后一个 token 补齐
+    assert (last.finished, last.finish_reason, last.abort_backend) == (True, "stop", False)
+    handler = TokenizerHandler(TOK)
+    handler.handle([TokenizeMsg(6, "Count:", SamplingParams(), stop=[" 3"])])
+    msgs = [DetokenizeMsg(6, t, i == len(ids) - 1) for i, t in enumerate(ids)]
+    to_backend, to_frontend = handler.handle(msgs)
+    assert not any(isinstance(m, AbortBackendMsg) for m in to_backend)  # 调度器已经还了 KV 页
+    assert to_frontend[-1].finished and to_frontend[-1].finish_reason == "stop"
+    handler.handle([TokenizeMsg(7, "Count:", SamplingParams(), stop=[" 2"])])
+    to_backend, _ = handler.handle([DetokenizeMsg(7, t, i == len(ids) - 1) for i, t in enumerate(ids)])
+    assert to_backend == [AbortBackendMsg(7)]  # 对照：提前命中就要取消
 
 
 def test_held_back_text_is_released_when_it_is_not_a_stop():
@@ -217,7 +237,8 @@ def test_random_stop_strings_agree_with_a_plain_reference(ids, data):
     outs = run_manager(manager, 0, ids)
     expected, hit = reference_stop(ids, stops)
     assert "".join(o.text for o in outs) == expected
-    assert outs[-1].finished and outs[-1].stop_string_hit == hit
+    assert outs[-1].finished and outs[-1].finish_reason == ("stop" if hit else "length")
+    assert outs[-1].abort_backend == (hit and len(outs) < len(ids))  # 最后一个 token 命中：调度器已经停了
     assert not any(REPLACEMENT in o.text for o in outs)
 
 
@@ -245,7 +266,7 @@ def test_add_req_rejects_bad_stop_strings_and_unknown_uids_are_skipped():
     assert manager.remove_req(1) and not manager.remove_req(1)
 
 
-# --- TokenizeManager：对话模板 ------------------------------------------------------------
+# --- TokenizeManager：聊天模板 ------------------------------------------------------------
 
 CHATS = [
     [{"role": "user", "content": "What is the capital of France?"}],

@@ -4,11 +4,13 @@
 
 1. 一个汉字、一个 emoji 的 UTF-8 字节可能分在几个 token 里。只解出一半时，分词器给出的是
    替换符 U+FFFD（“�”），不能发出去。
-2. 单独解码一个 token 和在上下文里解码它，结果可能不同（例如开头的空格）。所以每次解码一个
-   小窗口 ``ids[surr_offset:]``，再减去窗口里已经提交的前缀 ``ids[surr_offset:read_offset]``
-   的解码结果，得到新增的文字。
-3. 已经发出的文字收不回来。``sent_offset`` 只增不减，发出去的永远是“稳定文本”的前缀；上游
-   （和 sglang #31598）在这里会退回去，把已发的字再发一遍。
+2. 有的分词器（SentencePiece 一类：Llama 2、Mistral）单独解码一段 token 时会去掉开头的空格，
+   在上下文里解码才保留。所以每次解码一个小窗口 ``ids[surr_offset:]``（surr = surrounding，
+   窗口开头留作上下文的 token），再减去已经提交的前缀 ``ids[surr_offset:read_offset]`` 的解码
+   结果，得到新增的文字。SmolLM2、Qwen3 的字节级 BPE 逐段拼接，没有这个问题，上下文也不碍事。
+3. 已经发出的文字收不回来。“稳定文本”只在后面追加，发出去的永远是它的前缀（``DetokenizeManager``
+   用 ``sent_offset`` 记发到了哪里，只增不减）；上游（和 sglang #31598）在这里会退回去，
+   把已发的字再发一遍。
 
 ``IncrementalDecoder`` 只管第 1–3 条（一个请求的 token → 稳定文本）；``DetokenizeManager`` 在它
 上面管每个请求的停止串、EOS、结束原因和 token 用量。
@@ -28,11 +30,11 @@ REPLACEMENT = "\ufffd"  # 分词器把不完整的 UTF-8 字节解成这个字�
 class IncrementalDecoder:
     """一个请求的增量反分词。``push`` 返回新变稳定的文字，``flush`` 在请求结束时交出剩下的。
 
-    三个偏移：
+    两个 token 偏移：
     - ``surr_offset``：解码窗口从第几个 token 开始（窗口开头留一段已经提交的 token 当上下文）；
-    - ``read_offset``：前多少个 token 的文字已经提交（``committed``，之后不会再变）；
-    - 窗口里 ``read_offset`` 之后的 token 还没提交：它们解出的文字去掉末尾的 U+FFFD 之后也已经稳定，
-      记在 ``pending`` 里，可以先发；末尾可能是半个字，等下一个 token。
+    - ``read_offset``：前多少个 token 的文字已经提交（``committed``，之后不会再变）。
+    窗口里 ``read_offset`` 之后的 token 还没提交：它们解出的文字去掉末尾的 U+FFFD 之后也已经稳定，
+    记在 ``pending`` 里，可以先发；末尾可能是半个字，等下一个 token。
     """
 
     def __init__(self, tokenizer) -> None:
@@ -98,7 +100,7 @@ class DetokenizeOutput:
     text: str  # 这一次要发给用户的一段（可能为空：半个字、或疑似停止串的前缀被扣住了）
     finished: bool
     finish_reason: str | None = None  # "stop"（EOS 或停止串）| "length"（到了 max_tokens）
-    stop_string_hit: bool = False  # 停止串命中：调度器还不知道，要发 AbortBackendMsg 让它停
+    abort_backend: bool = False  # 停止串命中而调度器还在生成：要发 AbortBackendMsg 让它停
     prompt_tokens: int = 0
     completion_tokens: int = 0
 
@@ -169,7 +171,9 @@ class DetokenizeManager:
         if done:
             reason = "stop" if (hit_eos or stop_hit) else "length"
             del self.states[uid]
-        return DetokenizeOutput(uid, text, done, reason, stop_hit, state.prompt_tokens,
+        # 调度器自己结束的请求（EOS、max_tokens）已经还了 KV 页，不必再取消
+        abort = stop_hit and not finished
+        return DetokenizeOutput(uid, text, done, reason, abort, state.prompt_tokens,
                                 state.completion_tokens)
 
     def _release(self, state: _ReqState, final: bool) -> tuple[str, bool]:

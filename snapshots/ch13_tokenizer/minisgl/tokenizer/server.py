@@ -61,7 +61,7 @@ class TokenizerHandler:
                 self._tokenize(msg, to_backend, to_frontend)
             elif isinstance(msg, DetokenizeMsg):
                 for out in self.detokenize_manager.detokenize([msg]):
-                    if out.stop_string_hit:  # 调度器不知道停止串：让它停下、还回 KV 页
+                    if out.abort_backend:  # 调度器不知道停止串：让它停下、还回 KV 页
                         to_backend.append(AbortBackendMsg(out.uid))
                     if out.text or out.finished:  # 没有新文字的中间一步不用打扰 API server
                         to_frontend.append(UserReply(
@@ -86,7 +86,7 @@ class TokenizerHandler:
         except ValueError as e:  # 用户给的输入不对：回一个错误，进程照常服务
             to_frontend.append(_error_reply(msg.uid, str(e)))
             return
-        except Exception as e:  # 例如对话模板自己抛的错（角色顺序不对）：同样只影响这一个请求
+        except Exception as e:  # 例如聊天模板自己抛的错（角色顺序不对）：同样只影响这一个请求
             to_frontend.append(_error_reply(msg.uid, f"无法分词：{type(e).__name__}: {e}"))
             return
         to_backend.append(UserMsg(msg.uid, input_ids, msg.sampling_params))

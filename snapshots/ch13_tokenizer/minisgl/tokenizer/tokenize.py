@@ -24,7 +24,7 @@ class TokenizeManager:
             ids = self.tokenizer.encode(text)
         else:
             _check_chat(text)
-            # 对话接口：套模型自带的对话模板，末尾加上“助手开始回答”的那几个 token。
+            # 对话接口：套模型自带的聊天模板，末尾加上“助手开始回答”的那几个 token。
             # 直接 tokenize=True：模板里已经有特殊 token，不能再让 encode 加一遍
             ids = self.tokenizer.apply_chat_template(
                 text, add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"]
