@@ -372,7 +372,7 @@ run("python examples/ch15_server.py")
 #
 # ## 测试
 #
-# 本章的测试在 `tests/test_ch15_server.py`，整个模块只起一个真的服务器进程：官方 `openai` 客户端的 chat 和 completions、流式和非流式都与 HF 贪心逐 token 相同；13 种坏请求各得到 400 和 OpenAI 的错误体；100 个并发请求（10 个答案各不相同的提示）各拿到自己的答案；流式读到一半断开，日志里出现调度器的取消和空闲时的页核对；杀掉调度器之后请求得到 503；SIGTERM 之后扫 `/proc` 找不到任何子进程，端口和 IPC 目录都释放了。断开的那个测试：
+# 本章的测试在 `tests/test_ch15_server.py`，整个模块只起一个真的服务器进程：官方 `openai` 客户端的 chat 和 completions、流式和非流式都与 HF 贪心逐 token 相同；13 种坏请求各得到 400 和 OpenAI 的错误体；100 个并发请求（10 个答案各不相同的提示）各拿到自己的答案；流式读到一半断开，日志里出现调度器的取消和空闲时的页核对；杀掉调度器之后请求得到 503；子进程还没就绪就退出（坏的 `config.json`）时，启动器报一行中文错误、退出码 1、不留子进程；SIGTERM 之后扫 `/proc` 找不到任何子进程，端口和 IPC 目录都释放了。断开的那个测试：
 
 # %% tags=["remove-input"]
 listing("tests/test_ch15_server.py", "test_client_disconnect_aborts_and_pages_come_back")

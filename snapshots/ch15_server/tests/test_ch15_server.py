@@ -414,6 +414,28 @@ def test_sigterm_stops_every_child_and_frees_port(server):
         s.listen()
 
 
+def test_child_dying_at_startup_is_a_clear_error(tmp_path):
+    """子进程还没就绪就死了（这里：模型目录里的 config.json 是坏的）：一行中文错误，退出码 1，不留子进程。"""
+    broken = tmp_path / "broken-model"
+    broken.mkdir()
+    (broken / "config.json").write_text("{}")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "minisgl", "--model-path", str(broken),
+                             "--port", str(free_port())], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, err[-2000:]
+    assert re.search(r"错误：(调度器 rank 0|分词进程)（pid \d+）还没就绪就退出了，退出码 1", err), err[-2000:]
+    pids = [int(p) for p in re.findall(r"已启动.+?（pid (\d+)）", err)]
+    assert len(pids) == 2 and not [pid for pid in pids if alive(pid)]
+    ipc_dir = re.search(r"ZMQ 地址放在 (\S+)（", err).group(1)
+    assert not Path(ipc_dir).exists()
+
+
 # ---------------------------------------------------------------- 不起进程：FrontendManager 与 shell 的逻辑
 
 
