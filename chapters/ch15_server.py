@@ -378,10 +378,12 @@ run("python examples/ch15_server.py")
 listing("tests/test_ch15_server.py", "test_client_disconnect_aborts_and_pages_come_back")
 
 # %% [markdown]
-# 另有两个不起进程的测试：用一个假的分词进程驱动 shell（多轮历史、`/reset`、`/exit`）和 `FrontendManager`（按 uid 分发、取消、后端死了时等待者立刻失败）：
+# 另有三个不起进程的测试：用一个假的分词进程驱动 shell（多轮历史、`/reset`、`/exit`）和 `FrontendManager`（按 uid 分发、取消、后端死了时等待者立刻失败），以及命令行参数（旗标对应到哪个字段、写错时的中文报错）：
 
 # %%
-run("python -m pytest -q --color=no tests/test_ch15_server.py -k 'shell or frontend_routes'")
+T = "tests/test_ch15_server.py::"
+run(f"python -m pytest -q --color=no {T}test_shell_multi_turn_reset_and_exit "
+    f"{T}test_frontend_routes_replies_aborts_and_fails_fast {T}test_flags_map_to_server_args_and_errors_are_chinese")
 
 # %% [markdown]
 # ## 怎么讲清楚
