@@ -89,6 +89,8 @@ class ServerProcess:
         raise RuntimeError(f"服务器 {timeout:.0f} 秒内没有就绪：\n{self.log()[-2000:]}")
 
     def log(self) -> str:
+        if self._stopped is not None:  # 已经关了：日志文件删掉了，用留下的副本
+            return self._final_log
         return Path(self.log_file.name).read_text(encoding="utf-8", errors="replace")
 
     def stop(self) -> tuple[int | None, list[int]]:
@@ -110,6 +112,8 @@ class ServerProcess:
         for pid in left:  # 不留孤儿
             os.kill(pid, signal.SIGKILL)
         self.log_file.close()
+        self._final_log = self.log()
+        Path(self.log_file.name).unlink(missing_ok=True)  # 不在 /tmp 里留下文件
         self._stopped = (self.proc.returncode, left)
         return self._stopped
 
@@ -118,7 +122,6 @@ class ServerProcess:
 
     def __exit__(self, *exc) -> None:
         self.stop()
-        Path(self.log_file.name).unlink(missing_ok=True)
 
 
 def main() -> None:
