@@ -291,6 +291,33 @@ def test_check_no_rerun_runs_only_the_chapters_own_tests(book, steps_module, cap
     assert "合计：1 章通过，0 章失败" in out
 
 
+def test_check_rerun_all_reruns_every_earlier_chapter(book, steps_module, capsys):
+    """--rerun-all：第 2 章只改了第 1 章才有的 core.py，第 0 章的测试也在第 2 章的树里重跑（它那个会失败的测试出现了）。"""
+    assert steps_module.main(["check", "2", "--rerun-all"]) == 1
+    out = capsys.readouterr().out
+    assert "测试：本章 1 通过；前几章 2 通过，2 失败（--rerun-all：第 0–1 章的测试都在这棵树里重跑）" in out
+    assert "test_tree_has_no_core_yet" in out and "test_core_is_still_v1" in out
+
+
+def test_check_skips_what_it_is_told_the_notebook_ran(book, steps_module, capsys):
+    """--skip-main / --skip-own-tests（CI 用）：坏了的 main 和会失败的本章测试都没有跑；要重跑的前几章照样跑。"""
+    tmp, _ = book
+    write(tmp / "snapshots/ch01_one/examples/ch01_one.py", "raise SystemExit('main 坏了')\n")
+    write(tmp / "snapshots/ch01_one/tests/test_ch01_one.py", "def test_bad():\n    assert False\n")
+    assert steps_module.main(["check", "1", "--skip-main", "--skip-own-tests"]) == 0
+    out = capsys.readouterr().out
+    assert "main：examples/ch01_one.py  跳过（--skip-main）" in out and "main 坏了" not in out
+    assert "本章的跳过（--skip-own-tests）" in out and "test_bad" not in out
+    row = next(line for line in out.splitlines() if line.startswith("ch01 "))
+    assert row.count("跳过") == 2 and row.endswith("✓")
+
+    write(tmp / "snapshots/ch02_two/tests/test_ch02_two.py", "def test_bad_two():\n    assert False\n")
+    assert steps_module.main(["check", "2", "--skip-own-tests"]) == 1  # 第 1 章的测试重跑，它失败了
+    out = capsys.readouterr().out
+    assert "test_bad" in out and "test_bad_two" not in out
+    assert steps_module.main(["check", "2", "--skip-own-tests", "--no-rerun"]) == 0
+
+
 def test_check_fails_on_a_broken_main_and_keeps_the_readers_tree(book, steps_module, capsys):
     tmp, _ = book
     write(tmp / "snapshots/ch01_one/examples/ch01_one.py", "raise SystemExit('main 坏了')\n")

@@ -170,6 +170,8 @@ class Report:
     modified: list[str] = field(default_factory=list)  # 本章修改的、前几章就有的文件
     rerun_range: str = ""  # 重跑了哪几章的测试，如 "4–6"
     tests_ok: bool | None = None
+    main_skipped: bool = False  # --skip-main / --skip-own-tests：notebook 已经跑过（CI 用）
+    own_skipped: bool = False
     seconds: float = 0.0
     error: str = ""
 
@@ -209,11 +211,13 @@ def _read_junit(path: Path, own_module: str) -> tuple[TestCounts, TestCounts]:
     return own, earlier
 
 
-def check_chapter(ch: C.Chapter, chapters: list[C.Chapter], rerun: bool = True) -> Report:
+def check_chapter(ch: C.Chapter, chapters: list[C.Chapter], rerun: bool | str = True,
+                  skip_main: bool = False, skip_own_tests: bool = False) -> Report:
     """在 build/check/ 里单独搭这一章（不碰读者的 build/chNN），跑 main，再跑测试。
 
     本章修改了前几章就有的文件，前几章的测试才可能被它弄坏，这时重跑树里的全部测试；
-    只新建文件的一章只跑它自己的测试。
+    只新建文件的一章只跑它自己的测试。rerun="all"：前面每一章的测试都在这棵树里重跑。
+    skip_main / skip_own_tests：这一章的 notebook 已经在同一棵树里跑过它们（给 CI 用，同一件事不做两遍）。
     """
     report = Report(ch)
     start = time.monotonic()
@@ -231,18 +235,34 @@ def check_chapter(ch: C.Chapter, chapters: list[C.Chapter], rerun: bool = True) 
     print(f"  minisgl/ 下的文件：{report.counts}", flush=True)
 
     t = time.monotonic()
-    report.main_ok, out = _run_step([sys.executable, ch.main], tree, MAIN_TIMEOUT, f"  main：python {ch.main}")
-    print(f"  main：{ch.main}  {'通过' if report.main_ok else '失败'}（{time.monotonic() - t:.1f} 秒）", flush=True)
-    if not report.main_ok:
-        print(_tail(out))
+    if skip_main:
+        report.main_ok, report.main_skipped = True, True
+        print(f"  main：{ch.main}  跳过（--skip-main）", flush=True)
+    else:
+        report.main_ok, out = _run_step([sys.executable, ch.main], tree, MAIN_TIMEOUT, f"  main：python {ch.main}")
+        print(f"  main：{ch.main}  {'通过' if report.main_ok else '失败'}（{time.monotonic() - t:.1f} 秒）",
+              flush=True)
+        if not report.main_ok:
+            print(_tail(out))
 
     t = time.monotonic()
-    earlier = C.earlier_tests_to_rerun(ch.number, chapters) if rerun else []
+    rerun_all = rerun == "all"
+    if rerun_all:
+        earlier = [c for c in C.written_chapters(chapters) if c.number < ch.number]
+    else:
+        earlier = C.earlier_tests_to_rerun(ch.number, chapters) if rerun else []
     rerun = bool(earlier)
     report.rerun_range = _span(earlier)
-    targets = [e.test_file for e in earlier] + [ch.test_file]
+    report.own_skipped = skip_own_tests
+    targets = [e.test_file for e in earlier] + ([] if skip_own_tests else [ch.test_file])
+    if not targets:
+        report.tests_ok = True
+        print("  测试：本章的跳过（--skip-own-tests），没有要重跑的前几章", flush=True)
+        report.seconds = time.monotonic() - start
+        return report
     junit = tree / JUNIT
-    label = f"  测试：本章与第 {report.rerun_range} 章的测试" if rerun else f"  测试：{ch.test_file}"
+    label = (f"  测试：第 {report.rerun_range} 章的测试" if skip_own_tests
+             else f"  测试：本章与第 {report.rerun_range} 章的测试" if rerun else f"  测试：{ch.test_file}")
     ok, out = _run_step([sys.executable, "-m", "pytest", "-q", "--rootdir=.", f"--junitxml={junit}", *targets],
                         tree, TEST_TIMEOUT, label)
     own_module = Path(ch.test_file).stem
@@ -251,18 +271,24 @@ def check_chapter(ch: C.Chapter, chapters: list[C.Chapter], rerun: bool = True) 
     except (OSError, ET.ParseError):
         report.own, earlier = None, TestCounts()
     report.earlier = earlier if rerun else None
-    # 一个本章测试都没跑（测试文件是空的、收集出错）也算失败
-    report.tests_ok = ok and report.own is not None and report.own.passed > 0
+    # 一个测试都没跑（测试文件是空的、收集出错）也算失败：本章的测试至少要有一个通过，
+    # 本章的跳过时，重跑的前几章的测试至少要有一个通过
+    counted = report.earlier if skip_own_tests else report.own
+    report.tests_ok = ok and report.own is not None and counted is not None and counted.passed > 0
     seconds = f"{time.monotonic() - t:.1f} 秒"
+    own = "本章的跳过（--skip-own-tests）" if skip_own_tests else f"本章 {report.own}"
     if report.own is None:
         print(f"  测试：没有测试结果（{seconds}）")
+    elif rerun_all:
+        print(f"  测试：{own}；前几章 {report.earlier}（--rerun-all：第 {report.rerun_range} 章的测试"
+              f"都在这棵树里重跑）（{seconds}）")
     elif rerun:
-        print(f"  测试：本章 {report.own}；前几章 {report.earlier}"
+        print(f"  测试：{own}；前几章 {report.earlier}"
               f"（本章改了前几章也用的 {_some(report.modified)}，第 {report.rerun_range} 章的测试重跑；"
               f"更早的章还没有这些文件）（{seconds}）")
     else:
         why = "按 --no-rerun 不重跑前几章的测试" if report.modified else "本章只新建文件，前几章的测试不会受影响，不重跑"
-        print(f"  测试：本章 {report.own}（{why}）（{seconds}）")
+        print(f"  测试：{own}（{why}）（{seconds}）")
     if not report.tests_ok:
         print(_tail(out, 40))
     report.seconds = time.monotonic() - start
@@ -299,7 +325,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     reports = []
     for ch in selected:
         print(f"\n第 {ch.number} 章「{ch.title}」", flush=True)
-        report = check_chapter(ch, chapters, rerun=not args.no_rerun)
+        rerun = "all" if args.rerun_all else not args.no_rerun
+        report = check_chapter(ch, chapters, rerun=rerun, skip_main=args.skip_main,
+                               skip_own_tests=args.skip_own_tests)
         if report.error:
             print(f"  错误：{report.error}")
         reports.append(report)
@@ -307,8 +335,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     head = ["章节", "minisgl/ 下的文件（新建/修改/提前引入）", "main", "本章的测试", "前几章的测试", "秒"]
     rows = []
     for r in reports:
-        main = "—" if r.main_ok is None else ("通过" if r.main_ok else "失败")
-        own = str(r.own) if r.own is not None else ("坏快照" if r.error else "没有结果")
+        main = "—" if r.main_ok is None else "跳过" if r.main_skipped else ("通过" if r.main_ok else "失败")
+        own = ("跳过" if r.own_skipped and not r.error else str(r.own) if r.own is not None
+               else ("坏快照" if r.error else "没有结果"))
         earlier = (f"第 {r.rerun_range} 章：{r.earlier}" if r.earlier is not None
                    else ("不重跑" if r.own is not None else "—"))
         rows.append([f"ch{r.chapter.number:02d}", r.counts or "—", main, own, earlier,
@@ -347,8 +376,14 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("check", help="逐章搭树、跑 main 和测试，给出报告")
     p.add_argument("chapters", metavar="N", nargs="*", help="章号或范围，如 0 3-5；不写就检查全部已写的章节")
-    p.add_argument("--no-rerun", action="store_true",
-                   help="只跑每一章自己的测试，不重跑前几章的（快，但看不出本章弄坏了前几章）")
+    rerun = p.add_mutually_exclusive_group()
+    rerun.add_argument("--no-rerun", action="store_true",
+                       help="只跑每一章自己的测试，不重跑前几章的（快，但看不出本章弄坏了前几章）")
+    rerun.add_argument("--rerun-all", action="store_true",
+                       help="在这一章的树里重跑前面每一章的测试（不管本章改没改它们用的文件）")
+    p.add_argument("--skip-main", action="store_true", help="不跑 main（给 CI 用：notebook 已经在同样的树里跑过）")
+    p.add_argument("--skip-own-tests", action="store_true",
+                   help="不跑本章自己的测试（给 CI 用：notebook 已经在同样的树里跑过）")
     p.set_defaults(func=cmd_check)
     return cli.dispatch(parser, argv)
 
