@@ -1342,6 +1342,426 @@ def _quiet(self):
     self._done.wait()
 CpuEvent.synchronize = _quiet
 """, expect="却没有抛"),
+    # ---- 036 类型标签
+    Cheat("036_type_tags", "按模块的全局变量找类（白名单形同虚设）", patched(
+        "036_type_tags", "if not isinstance(name, str) or name not in classes:",
+        "classes = {**globals(), **classes}\n        if not isinstance(name, str) or name not in classes:"),
+        expect="应该抛出 ValueError", full=True),
+    Cheat("036_type_tags", "嵌套的对象不还原，留成字典", """
+def from_wire(classes, data):
+    if isinstance(data, dict) and TYPE_KEY in data:
+        if data[TYPE_KEY] not in classes:
+            raise ValueError("未知的类型标签")
+        try:
+            return classes[data[TYPE_KEY]](**{k: v for k, v in data.items() if k != TYPE_KEY})
+        except TypeError as e:
+            raise ValueError(str(e)) from e
+    return data
+""", expect="from_wire"),
+    Cheat("036_type_tags", "tuple 原样保留", patched(
+        "036_type_tags", "    if isinstance(obj, (list, tuple)):\n        return [to_wire(v) for v in obj]",
+        "    if isinstance(obj, (list, tuple)):\n        return type(obj)(to_wire(v) for v in obj)"),
+        expect="tuple 没有变成 list", full=True),
+    Cheat("036_type_tags", "普通字典里的类型标签键不检查", patched(
+        "036_type_tags", "        if TYPE_KEY in obj:\n", "        if False:\n"), expect="类型标签键", full=True),
+    # ---- 037 长度前缀
+    Cheat("037_length_prefix", "假设每一块里至少有完整的 4 字节长度", """
+class Deframer:
+    def __init__(self):
+        self._buffer = b""
+
+    def feed(self, chunk):
+        done = []
+        size = int.from_bytes(chunk[:HEADER], "big") if not self._buffer else None
+        self._buffer += chunk
+        while len(self._buffer) >= HEADER:
+            size = int.from_bytes(self._buffer[:HEADER], "big")
+            if len(self._buffer) < HEADER + size:
+                break
+            done.append(bytes(self._buffer[HEADER:HEADER + size]))
+            self._buffer = self._buffer[HEADER + size:]
+        if len(self._buffer) < HEADER and done == [] and len(chunk) < HEADER:
+            self._buffer = b""  # 半截的长度当成噪声扔掉
+        return done
+
+    @property
+    def pending(self):
+        return len(self._buffer)
+""", expect="不对"),
+    Cheat("037_length_prefix", "按换行切，不用长度", """
+def frame(payloads):
+    return b"".join(p + b"\\n" for p in payloads)
+
+
+class Deframer:
+    def __init__(self):
+        self._buffer = b""
+
+    def feed(self, chunk):
+        self._buffer += chunk
+        *done, self._buffer = self._buffer.split(b"\\n")
+        return done
+
+    @property
+    def pending(self):
+        return len(self._buffer)
+""", expect="4 字节、大端"),
+    Cheat("037_length_prefix", "长度用小端", patched(
+        "037_length_prefix", 'out += len(payload).to_bytes(HEADER, "big")',
+        'out += len(payload).to_bytes(HEADER, "little")'), expect="大端", full=True),
+    # ---- 038 张量的字节
+    Cheat("038_tensor_bytes", "bfloat16 先转成 float32 再取字节", """
+import numpy as np
+
+
+def tensor_to_wire(t):
+    if t.dim() != 1:
+        raise ValueError("只支持一维张量")
+    if t.dtype not in _NAMES:
+        raise ValueError("不支持的类型")
+    array = t.float().numpy() if t.dtype == torch.bfloat16 else t.numpy()
+    return {"dtype": _NAMES[t.dtype], "buffer": array.tobytes()}
+""", expect="题目里的 bfloat16 例子"),
+    Cheat("038_tensor_bytes", "直接取张量的存储（切片时拿到的是整块内存）", patched(
+        "038_tensor_bytes", '"buffer": bytes(as_bytes.tolist())}', '"buffer": bytes(t.untyped_storage())}'),
+        expect="buffer", full=True),
+    Cheat("038_tensor_bytes", "frombuffer 之后不复制（和 buffer 共用内存）", patched(
+        "038_tensor_bytes", "return torch.frombuffer(bytearray(buffer), dtype=dtype).clone()",
+        "return torch.frombuffer(buffer, dtype=dtype)"), expect="应该不跟着变", full=True),
+    # ---- 039 字节块的增量 UTF-8 解码
+    Cheat("039_utf8_chunks", "每块单独解码（半个字变成替换符）", """
+def _feed(self, chunk):
+    return chunk.decode("utf-8", errors="replace")
+
+
+Utf8Stream.feed = _feed
+""", expect="交出的文字"),
+    Cheat("039_utf8_chunks", "全部攒到 finish 再解码", """
+def _feed(self, chunk):
+    self.buffer += chunk
+    return ""
+
+
+def _finish(self):
+    text = bytes(self.buffer).decode("utf-8", errors="replace")
+    self.buffer.clear()
+    return text
+
+
+Utf8Stream.feed = _feed
+Utf8Stream.finish = _finish
+""", expect="交出的文字"),
+    Cheat("039_utf8_chunks", "finish 丢掉被截断的半个字", """
+def _finish(self):
+    self.buffer.clear()
+    return ""
+
+
+Utf8Stream.finish = _finish
+""", expect="finish()"),
+    Cheat("039_utf8_chunks", "用 codecs 的增量解码器", """
+import codecs
+
+
+class Utf8Stream:
+    def __init__(self):
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def feed(self, chunk):
+        return self.decoder.decode(chunk)
+
+    @property
+    def pending(self):
+        return len(self.decoder.getstate()[0])
+
+    def finish(self):
+        return self.decoder.decode(b"", final=True)
+""", expect="codecs", full=True),
+    Cheat("039_utf8_chunks", "躲过名字检查拿 encodings.utf_8 的增量解码器", """
+import encodings.utf_8 as u
+
+_Decoder = getattr(u, "Incremental" + "Decoder")
+
+
+class Utf8Stream:
+    def __init__(self):
+        self.decoder = _Decoder(errors="replace")
+
+    def feed(self, chunk):
+        return self.decoder.decode(chunk)
+
+    @property
+    def pending(self):
+        return len(self.decoder.getstate()[0])
+
+    def finish(self):
+        return self.decoder.decode(b"", final=True) if self.pending else ""
+""", expect="不许用", full=True),
+    Cheat("039_utf8_chunks", "躲过名字检查用 _codecs.utf_8_decode(final=False)", """
+class Utf8Stream:
+    def __init__(self):
+        self.buffer = b""
+
+    def feed(self, chunk):
+        decode = getattr(__import__("_co" + "decs"), "utf_8_decode")
+        text, used = decode(self.buffer + chunk, "strict", False)
+        self.buffer = (self.buffer + chunk)[used:]
+        return text
+
+    @property
+    def pending(self):
+        return len(self.buffer)
+
+    def finish(self):
+        rest, self.buffer = ("\ufffd" if self.buffer else ""), b""
+        return rest
+""", expect="不许用", full=True),
+    # ---- 040 停止串：扣住可能的开头
+    Cheat("040_stop_holdback", "只在新来的一段里找停止串（跨段的漏掉）", patched(
+        "040_stop_holdback", "hits = [i for i in (self.text.find(s, start) for s in self.stops) if i >= 0]",
+        "hits = [len(self.text) - len(piece) + i for i in (piece.find(s) for s in self.stops) if i >= 0]"),
+        expect="feed", full=True),
+    Cheat("040_stop_holdback", "总是扣住最长停止串减一个字符（扣得太多）", patched(
+        "040_stop_holdback", "self.sent = len(self.text) - self._held()",
+        "self.sent = max(self.sent, len(self.text) - (max(map(len, self.stops)) - 1))"),
+        expect="feed", full=True),
+    Cheat("040_stop_holdback", "按停止串的顺序取第一个命中的，不是最早的位置", patched(
+        "040_stop_holdback", "self.sent = min(hits)", "self.sent = hits[0]"), expect="feed", full=True),
+    Cheat("040_stop_holdback", "finish 不放出扣住的文字", """
+StopFilter.finish = lambda self: ""
+""", expect="finish()"),
+    # ---- 041 窗口反分词：两个偏移，只增不减
+    Cheat("041_window_detok", "每次都解码全部 token（平方代价）", """
+class IncrementalDecoder:
+    def __init__(self, decode):
+        self.decode, self.ids, self.sent = decode, [], 0
+
+    def push(self, ids):
+        self.ids += ids
+        stable = self.decode(self.ids).rstrip("\ufffd")
+        out, self.sent = stable[self.sent:], len(stable)
+        return out
+
+    def flush(self):
+        text = self.decode(self.ids)
+        out, self.sent = text[self.sent:], len(text)
+        return out
+""", expect="不要每次都解码全部", full=True),
+    Cheat("041_window_detok", "每次都解码全部 token，再把计数清零", """
+class IncrementalDecoder:
+    def __init__(self, decode):
+        self.decode, self.ids, self.sent = decode, [], 0
+
+    def push(self, ids):
+        self.ids += ids
+        stable = self.decode(self.ids).rstrip("\ufffd")
+        if hasattr(self.decode, "tokens"):
+            self.decode.tokens = 0
+        out, self.sent = stable[self.sent:], len(stable)
+        return out
+
+    def flush(self):
+        text = self.decode(self.ids)
+        out, self.sent = text[self.sent:], len(text)
+        return out
+""", expect="不要每次都解码全部", full=True),
+    Cheat("041_window_detok", "从 decode 身上找不计数的参照 decode，每次解码全部", """
+def _uncounted(decode):
+    for f in (decode, getattr(type(decode), "__call__", None)):
+        found = getattr(f, "__globals__", {}).get("reference_decode")
+        if found is not None:
+            return found
+    return decode
+
+
+class IncrementalDecoder:
+    def __init__(self, decode):
+        self.decode, self.ids, self.sent = _uncounted(decode), [], 0
+
+    def push(self, ids):
+        self.ids += ids
+        stable = self.decode(self.ids).rstrip("\ufffd")
+        out, self.sent = stable[self.sent:], len(stable)
+        return out
+
+    def flush(self):
+        text = self.decode(self.ids)
+        out, self.sent = text[self.sent:], len(text)
+        return out
+""", expect="不要每次都解码全部", full=True),
+    Cheat("041_window_detok", "窗口不留上下文（开头的空格被吃掉）", patched(
+        "041_window_detok", "prefix = self.decode(self.ids[self.surr_offset:self.read_offset])\n"
+        "        full = self.decode(self.ids[self.surr_offset:])",
+        "prefix = \"\"\n        full = self.decode(self.ids[self.read_offset:])"), expect="push", full=True),
+    Cheat("041_window_detok", "只在提交时发（稳定的字不先发）", patched(
+        "041_window_detok", "stable = new.rstrip(REPLACEMENT)", "stable = \"\""), expect="尽早", full=True),
+    Cheat("041_window_detok", "上游的可打印规矩（已发的字数会往回退）", patched(
+        "041_window_detok", """        stable = new.rstrip(REPLACEMENT)
+        out = stable[self.sent_pending:]
+        self.sent_pending = max(self.sent_pending, len(stable))""", """        printable = _printable(new)
+        out = printable[self.sent_pending:]
+        self.sent_pending = len(printable)""") + """
+
+def _printable(text):
+    cjk = lambda ch: "\u4e00" <= ch <= "\u9fff"
+    if text.endswith("\\n") or (text and cjk(text[-1])):
+        return text
+    if len(text) > 1 and cjk(text[-2]):
+        return text[:-1]
+    return text[:text.rfind(" ") + 1]
+""", expect="尽早", full=True),
+    # ---- 042 消息分派
+    Cheat("042_dispatch_msgs", "退出之后接着处理，最后才返回 False", """
+def dispatch(msgs, add_req, abort_req):
+    rejects, running = [], True
+    def one(msg):
+        nonlocal running
+        if msg[0] == "batch":
+            for m in msg[1]:
+                one(m)
+        elif msg[0] == "exit":
+            running = False
+        elif msg[0] == "user":
+            try:
+                add_req(msg[1], msg[2])
+            except ValueError as e:
+                rejects.append((msg[1], str(e)))
+        elif msg[0] == "abort":
+            abort_req(msg[1])
+        else:
+            raise TypeError(msg[0])
+    for m in msgs:
+        one(m)
+    return rejects, running
+""", expect="退出之后还在处理消息"),
+    Cheat("042_dispatch_msgs", "什么异常都当成拒绝", patched(
+        "042_dispatch_msgs", "except ValueError as e:", "except Exception as e:"),
+        expect="应该抛出 SchedulerBug", full=True),
+    # ---- 043 按条数对齐
+    Cheat("043_count_agreement", "其他 rank 有多少取多少（不按广播的条数）", patched(
+        "043_count_agreement", "    count = broadcast(0)\n    return first + [sub.get() for _ in range(count)]",
+        "    broadcast(0)\n    return first + sub.poll()"), expect="同一步收到的消息必须相同", full=True),
+    Cheat("043_count_agreement", "阻塞等到的第一条也算进广播的条数", patched(
+        "043_count_agreement", "broadcast(len(rest))", "broadcast(len(first + rest))"),
+        expect="同一步收到的消息必须相同", full=True),
+    # ---- 044 握手
+    Cheat("044_late_subscriber", "只睡 50 ms，不确认订阅生效", """
+import time
+
+def handshake(rank, pub, sub, all_reduce_min):
+    time.sleep(0.05)
+    all_reduce_min(1)
+""", full=True, expect="订阅还没生效"),
+    Cheat("044_late_subscriber", "不读掉晚到的探针", patched(
+        "044_late_subscriber", "        while sub.get() != READY:  # 读掉晚到的探针\n            pass",
+        "        pass"), expect="不是真消息", full=True),
+
+    # ---- 045 SSE
+    Cheat("045_sse_stream", "每一块收到就解码（一个汉字的 UTF-8 字节被切开）", """
+class SSEParser:
+    def __init__(self):
+        self._text = ""
+        self._data = []
+
+    def feed(self, chunk):
+        self._text += chunk.decode("utf-8", errors="replace")
+        events = []
+        while "\\n" in self._text:
+            line, self._text = self._text.split("\\n", 1)
+            line = line.removesuffix("\\r")
+            if line == "":
+                if self._data:
+                    text = "\\n".join(self._data)
+                    events.append(DONE if text == DONE else json.loads(text))
+                self._data = []
+            elif line.startswith("data:"):
+                value = line[5:]
+                self._data.append(value[1:] if value.startswith(" ") else value)
+        return events
+""", expect="不对"),
+    Cheat("045_sse_stream", "按两个 \\n 切事件（不认 \\r\\n）", """
+class SSEParser:
+    def __init__(self):
+        self._buffer = b""
+
+    def feed(self, chunk):
+        self._buffer += chunk
+        *done, self._buffer = self._buffer.split(b"\\n\\n")
+        events = []
+        for raw in done:
+            lines = [l[5:].removeprefix(" ") for l in raw.decode().split("\\n") if l.startswith("data:")]
+            if lines:
+                text = "\\n".join(lines)
+                events.append(DONE if text == DONE else json.loads(text))
+        return events
+""", expect="\\r\\n"),
+    Cheat("045_sse_stream", "json.dumps 用默认的 ensure_ascii（中文变成 \\uXXXX）", patched(
+        "045_sse_stream", "text = json.dumps(payload, ensure_ascii=False)", "text = json.dumps(payload)"),
+        expect="ensure_ascii", full=True),
+    # ---- 046 请求参数
+    Cheat("046_request_validation", "true 当成整数 1（isinstance(True, int)）", patched(
+        "046_request_validation", "    return isinstance(x, int) and not isinstance(x, bool)\n",
+        "    return isinstance(x, int)\n"), expect="坏请求没有被拦住", full=True),
+    Cheat("046_request_validation", "不认识的字段悄悄忽略", patched(
+        "046_request_validation", "    unknown = sorted(set(body) - set(FIELDS))\n", "    unknown = []\n"),
+        expect="param", full=True),
+    Cheat("046_request_validation", "字符串的数字也收下", patched(
+        "046_request_validation",
+        "    temperature = body.get(\"temperature\", 1.0)\n",
+        "    temperature = body.get(\"temperature\", 1.0)\n"
+        "    if isinstance(temperature, str):\n        temperature = float(temperature)\n"),
+        expect="坏请求没有被拦住", full=True),
+    # ---- 047 回复路由
+    Cheat("047_reply_router", "所有 uid 共用一个队列", """
+class ReplyRouter:
+    def __init__(self):
+        self._queue = asyncio.Queue()
+        self._open = set()
+        self._next_uid = 0
+        self._failed = None
+
+    def open(self):
+        if self._failed is not None:
+            raise BackendGone(self._failed)
+        uid = self._next_uid
+        self._next_uid += 1
+        self._open.add(uid)
+        return uid
+
+    def deliver(self, uid, piece, finished):
+        if uid in self._open:
+            self._queue.put_nowait((uid, piece, finished))
+
+    async def next(self, uid):
+        item = await self._queue.get()
+        if item == "gone":
+            self._open.discard(uid)
+            raise BackendGone(self._failed)
+        if item[2]:
+            self._open.discard(uid)
+        return item[1], item[2]
+
+    def abort(self, uid):
+        if uid in self._open:
+            self._open.discard(uid)
+            return True
+        return False
+
+    def fail(self, reason):
+        self._failed = reason
+        for _ in self._open:
+            self._queue.put_nowait("gone")
+
+    @property
+    def open_uids(self):
+        return set(self._open)
+""", expect="next(a) 不对"),
+    Cheat("047_reply_router", "fail 只记下原因，不叫醒正在等的协程", patched(
+        "047_reply_router", "        for queue in self._queues.values():\n            queue.put_nowait(_Gone(reason))\n",
+        "        pass\n"), expect="挂住了", full=True),
+    Cheat("047_reply_router", "abort 不注销 uid", patched(
+        "047_reply_router", "        return self._queues.pop(uid, None) is not None\n",
+        "        return uid in self._queues\n"), expect="open_uids", full=True),
 ]
 
 

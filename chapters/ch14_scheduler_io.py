@@ -1,0 +1,327 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 第 14 章 调度器的收发与多 rank 同步
+#
+# 到第 11 章为止，调度器由调用方一步步 `step()`；服务时它是一个独立的进程，请求以消息的形式随时从 tokenizer 进程到来。[张量并行](../glossary.md#tensor-parallel)时每个 [rank](../glossary.md#rank) 一个调度器进程，各自拼批：同一条消息只要在两个 rank 的不同步被处理，它们拼出的批就不同，all_reduce 会把不同请求的部分和加在一起。本章写 [`SchedulerIO`](../glossary.md#scheduler-io)（rank 0 收消息、原样转发、经 gloo 广播每一步的条数）和服务的主循环 `run_forever`。两个调度器进程收同样的流量、逐步比较[批哈希](../glossary.md#batch-hash)：相同；把 decode 的顺序故意做成依赖进程本地的东西，就不同了。
+
+# %% tags=["remove-cell"]
+from minibook.page import *
+setup(14)
+
+# %% [markdown]
+# ## 自测：能答上来就可以跳过本章
+#
+# 1. 让 tokenizer 进程把每条消息发给每个 rank 一份，各 rank 自己收，为什么不够？
+# 2. 没有请求时，rank 1 为什么等在 SUB 套接字上，而不是等在条数的广播里？
+# 3. 迟到的订阅者在这里会造成什么后果？怎样保证不发生？
+# 4. 各 rank 收到的消息完全一样，拼出的批还可能不同吗？
+#
+# ??? question "自测参考答案（先自己答，再展开对照）"
+#
+#     1. 每个 rank 看到一条消息的时刻不同，同一条消息会落在不同的步里。要对齐的是“第几步处理哪几条”，所以由 rank 0 说了算，再把条数广播出去。
+#     2. gloo 的集合通信有超时，一个空闲很久的服务会在广播里报错；等在 ZMQ 上没有超时。各 rank 状态相同，同时进入等待，等到的第一条不计入条数。
+#     3. rank 1 漏掉开头的消息，之后按条数取就取到后面的消息，从此每一步都错位。转发之前握手：rank 0 反复发探针，all_reduce(MIN) 到每个 rank 都听到过，再发一帧“准备好了”。
+#     4. 可能。拼批只要依赖进程本地的东西（set 的迭代顺序、对象地址、时间），批里请求的顺序就不同。上游的 decode 批曾经就是这样（#113）。
+
+# %% [markdown]
+# ## 本章要回顾的文件
+#
+# 新建 `scheduler/io.py`（`SchedulerIO`）；修改 `scheduler/config.py`（`ipc_dir` 和三个地址）与 `scheduler/scheduler.py`（收一个 `io`，加上 `run_forever`、`_process_one_msg`）。离线的 `LLM.generate` 不经过这些，行为不变。
+
+# %% tags=["remove-input"]
+header()
+
+# %% tags=["remove-input"]
+tree()
+
+# %% [markdown]
+# ## 这一步的 main
+#
+# 本章的 main 是 `examples/ch14_scheduler_io.py`：本进程扮演 tokenizer 进程，两个调度器进程当 rank 0 和 rank 1（模型都是完整的 tiny Qwen3，第 16 章才按 rank 切分），同样的流量跑两轮，逐步比较两个 rank 的批哈希，最后量条数广播的开销。`python tools/steps.py check 14` 会跑它和本章的测试；只想跑 main：
+#
+# ```bash
+# python tools/steps.py run 14 -- python examples/ch14_scheduler_io.py
+# ```
+#
+# ![每一步：tokenizer 进程把请求、取消、退出推到 rank 0 的 backend；rank 0 取走已到的消息，原样转发到 broadcast（PUB），rank 1 的 SUB 收到这些帧；gloo 进程组广播条数 k，rank 1 从 SUB 正好取 k 条；两个 rank 处理同样的 k 条、拼出同样的批（批哈希相同）；只有 rank 0 把新 token 和拒绝发回 tokenizer 进程。底部：空闲时先核对 KV 页再等在 ZMQ 上；启动时握手，第一条真消息不丢](../assets/ch14_scheduler_io.svg)
+#
+# ## 先量：各 rank 自己收，同一条消息落在不同的步
+#
+# 先看不对齐会怎样。两个线程当两个 rank，各有一个 SUB 套接字，每一步把已经到达的消息全部取走；rank 0 每步 3 ms，rank 1 每步 3.5 ms。真实的 rank 每步都在 all_reduce 里碰头，步调差得少得多，可只要有一条消息恰好落在两个 rank 取消息的时刻之间，就错开一步。
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+import shutil
+import threading
+import time
+
+from minisgl.utils.mp import ZmqPubQueue, ZmqSubQueue, ipc_addr, new_ipc_dir
+
+
+def each_rank_polls_itself(step_ms=(3.0, 3.5), n_msgs=40):
+    """每个 rank 自己取已到的消息：返回每个 rank 里 消息号 → 在第几步处理。"""
+    ipc_dir = new_ipc_dir()
+    addr = ipc_addr(ipc_dir, "demo")
+    pub = ZmqPubQueue(addr, create=True, encoder=None)
+    subs = [ZmqSubQueue(addr, create=False, decoder=None) for _ in step_ms]
+    time.sleep(0.3)  # 先让订阅生效（迟到的订阅者，见第 12 章；本章后面用握手代替这一觉）
+    seen = [{} for _ in step_ms]
+
+    def rank(r):
+        step = 0
+        while len(seen[r]) < n_msgs:
+            while not subs[r].empty():
+                seen[r][int(subs[r].get_raw())] = step
+            time.sleep(step_ms[r] / 1000)
+            step += 1
+
+    threads = [threading.Thread(target=rank, args=(r,)) for r in range(len(step_ms))]
+    for t in threads:
+        t.start()
+    for i in range(n_msgs):
+        pub.put_raw(str(i).encode())
+        time.sleep(0.002)
+    for t in threads:
+        t.join()
+    for q in (pub, *subs):
+        q.stop()
+    shutil.rmtree(ipc_dir)
+    return seen
+
+
+seen = each_rank_polls_itself()
+same_step = sum(seen[0][i] == seen[1][i] for i in seen[0])
+print(f"{len(seen[0])} 条消息，两个 rank 在同一步处理的：{same_step} 条")
+print("前几条：", ", ".join(f"#{i} rank0 第 {seen[0][i]} 步 / rank1 第 {seen[1][i]} 步" for i in range(0, 40, 8)))
+assert same_step < len(seen[0])
+
+# %% [markdown]
+# 消息一条不少，顺序也一样，错的是“在哪一步”。这一步 rank 0 把一个新请求和 3 个在跑的请求拼成一批，rank 1 只拼了 3 个：两边的张量形状都不一样，TP 的 all_reduce 要么卡住，要么把错的行加在一起。
+#
+# ## rank 0 说了算：转发原始字节，广播条数
+#
+# 于是只让 rank 0 收外界的消息。它每一步取走 backend 里已经到达的全部消息，把原始字节原样转发到 broadcast（[PUB/SUB](../glossary.md#zmq-socket)），再用 gloo 进程组广播“这一步有几条”：
+
+# %% tags=["remove-input"]
+listing("minisgl/scheduler/io.py", "SchedulerIO._receive_from_tokenizer")
+
+# %% tags=["remove-input"]
+listing("minisgl/scheduler/io.py", "SchedulerIO._receive_from_rank0")
+
+# %% tags=["remove-input"]
+listing("minisgl/scheduler/io.py", "SchedulerIO.agree_count")
+
+# %% [markdown]
+# 其他 rank 按广播来的条数从 SUB 取，正好这么多条；已经到了、但不在这一步里的帧留在队列里，下一步再取。转发的是 rank 0 收到的字节，不解码再编码：省一次序列化，也保证每个 rank 解出来的是同一个对象。条数放在一个 CPU 上的 int64 张量里，经专门的 gloo 组广播（[条数广播](../glossary.md#count-broadcast)）：GPU 上默认的进程组是 NCCL，只收显存里的张量。
+#
+# ??? note "深入：为什么先转发、后广播"
+#     rank 1 拿到条数以后会阻塞地 `get_raw()` 正好这么多次。rank 0 先把帧发出去，rank 1 要的字节在它拿到条数之前就已经在路上了；反过来也不会错（`get_raw()` 会等），只是 rank 1 多等一会儿。
+#
+# ## 没事可做时：先核对，再等在 ZMQ 上
+#
+# 没有能跑的请求时（`blocking=True`），先做空闲时的事（核对 KV 页，见第 8 章），再阻塞地等第一条消息：
+
+# %% tags=["remove-input"]
+listing("minisgl/scheduler/io.py", "SchedulerIO.receive_msg")
+
+# %% [markdown]
+# 这时 rank 0 等在 PULL 上，rank 1 等在 SUB 上，都不在 gloo 的广播里：gloo 的集合通信有超时，一个夜里没人用的服务不该因此崩掉。等到的第一条不计入条数，rank 0 照样先转发它。`blocking` 由 `runnable` 决定，而各 rank 的状态相同，所以它们同时开始等、同时醒来，广播的次数也始终一样。
+#
+# ## 开始之前握手：第一条消息不丢
+#
+# PUB 只把帧发给订阅已经生效的 SUB；`connect` 返回时订阅还在路上，这时发出的帧直接丢掉（[迟到的订阅者](../glossary.md#slow-joiner)）。rank 1 丢一条，之后每一步按条数取到的都是后一条消息。所以转发之前先握手：
+
+# %% tags=["remove-input"]
+listing("minisgl/scheduler/io.py", "SchedulerIO._wait_for_subscribers")
+
+# %% [markdown]
+# “听到过”就说明订阅已经生效；订阅生效之后，同一个 PUB 发出的帧按顺序全部送达，所以 `_READY` 之后的第一帧就是 rank 0 转发的第一条真消息。本章的测试在调度器启动之前就往 backend 里排好 50 条消息，rank 0 握手一结束就把它们转发出去，rank 1 一条不少。
+#
+# ## run_forever：收、处理、走一步、发
+#
+# 服务模式的主循环（[服务循环](../glossary.md#serving-loop)）把这些连起来，一步就是一次循环：
+
+# %% tags=["remove-input"]
+listing("minisgl/scheduler/scheduler.py", "Scheduler.run_forever")
+
+# %% tags=["remove-input"]
+listing("minisgl/scheduler/scheduler.py", "Scheduler._process_one_msg")
+
+# %% [markdown]
+# `add_req` 对不合法的请求抛 `ValueError`（第 7 章写的检查），这里把它变成一条 `RejectMsg` 发回去，API server 就能回一个 400，而不是让客户端一直等。重叠与否都走同一个 `step()`：重叠时这一步发出新的一批、处理上一批的结果（第 11 章）。在本进程里起一个调度器线程、扮演 tokenizer 进程试一下：
+
+# %%
+import logging
+
+import torch
+
+from minibook.hf import hf_greedy
+from minibook.models import tiny_qwen3
+from minisgl.core import SamplingParams
+from minisgl.message import (BaseBackendMsg, BaseTokenizerMsg, BatchBackendMsg, BatchTokenizerMsg, ExitMsg,
+                             RejectMsg, UserMsg)
+from minisgl.scheduler import Scheduler, SchedulerConfig
+from minisgl.utils.mp import ZmqPullQueue, ZmqPushQueue
+
+log_lines = []
+
+
+class KeepLines(logging.Handler):
+    def emit(self, record):
+        log_lines.append(record.getMessage())
+
+
+logging.getLogger("minisgl.scheduler.scheduler").handlers = [KeepLines()]  # 日志行带时间，收下来再打印
+
+ipc_dir = new_ipc_dir()
+config = SchedulerConfig(model_path=tiny_qwen3(), ipc_dir=ipc_dir, max_running_req=4, page_size=2,
+                         num_page_override=64, max_seq_len_override=48)
+tokenizer_side = ZmqPullQueue(config.zmq_detokenizer_addr, create=True, decoder=BaseTokenizerMsg.decoder)
+to_scheduler = ZmqPushQueue(config.zmq_backend_addr, create=False, encoder=BaseBackendMsg.encoder)
+sched = Scheduler(config)  # 不是离线模式：自己建一个单 rank 的 SchedulerIO
+loop = threading.Thread(target=sched.run_forever)
+loop.start()
+
+prompt = torch.tensor([785, 6421, 314, 4649, 314], dtype=torch.int32)
+to_scheduler.put(BatchBackendMsg([
+    UserMsg(0, prompt, SamplingParams(max_tokens=6, ignore_eos=True)),
+    UserMsg(1, torch.arange(45, dtype=torch.int32), SamplingParams(max_tokens=10)),  # 45 + 10 > 48
+]))
+tokens, finished = [], False
+while not finished:
+    msg = tokenizer_side.get(timeout=30_000)
+    for reply in msg.data if isinstance(msg, BatchTokenizerMsg) else [msg]:
+        if isinstance(reply, RejectMsg):
+            print(f"RejectMsg：{reply.reason}")
+        else:
+            tokens.append(reply.next_token)
+            finished = reply.finished
+to_scheduler.put(ExitMsg())
+loop.join(timeout=30)
+sched.shutdown()
+for q in (tokenizer_side, to_scheduler):
+    q.stop()
+shutil.rmtree(ipc_dir)
+print("请求 0 的输出：", tokens)
+print("HF 的贪心：    ", hf_greedy(tiny_qwen3(), prompt.tolist(), 6))
+print("调度器的日志：\n  " + "\n  ".join(log_lines))
+assert tokens == hf_greedy(tiny_qwen3(), prompt.tolist(), 6) and not loop.is_alive()
+
+# %% [markdown]
+# 一个包里的两个请求，不合法的那个被拒绝，另一个照常生成、与 HF 逐 token 相同；`ExitMsg` 让 `run_forever` 返回，线程结束。日志里的两行空闲记录是每次阻塞之前的页面核对：开始时一页没用，结束后空闲页加上前缀缓存里的页仍是总数 64。
+#
+# ## 消息一样，批也要一样：decode 的顺序
+#
+# 条数对齐保证各 rank 在同一步处理同样的消息；拼批本身也必须只依赖这些消息。第 7 章的 `DecodeManager` 用 dict 存在跑的请求，批里的顺序就是接纳的顺序：
+
+# %% tags=["remove-input"]
+listing("minisgl/scheduler/decode.py", "DecodeManager.schedule_next_batch")
+
+# %% [markdown]
+# [上游](../glossary.md#upstream)当时用 set 存放在跑的 `Req`，批的顺序是 set 的迭代顺序，而 `Req` 按对象地址哈希：两个进程里的地址不同，顺序就可能不同（上游 #113 改成按 uid 排序）。main 里故意做错的版本用字符串的 set，因为字符串的哈希每个进程随机加盐，可以用 `PYTHONHASHSEED` 固定下来、结果可复现：
+
+# %% tags=["remove-input"]
+listing("examples/ch14_scheduler_io.py", "OrderedDecodeManager")
+
+# %%
+import subprocess
+import sys
+
+code = "print(list({f'req-{uid}' for uid in (100, 101, 102, 103)}))"
+for seed in ("0", "1"):
+    order = subprocess.run([sys.executable, "-c", code], env={"PYTHONHASHSEED": seed}, capture_output=True,
+                           text=True, check=True).stdout.strip()
+    print(f"PYTHONHASHSEED={seed}：{order}")
+
+# %% [markdown]
+# 同样 4 个请求，两个进程迭代出两种顺序。没有固定种子时，每个进程启动时随机选一个，两个 rank 几乎总是不同。
+#
+# ## 运行
+#
+# 本章的 main 在本章的树里真实跑出来的输出（两个进程，消息到达的时机和计时每次都不同，这一格的输出测试不重跑比较）：
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+run("python examples/ch14_scheduler_io.py")
+
+# %% [markdown]
+# 值得注意的地方：
+#
+# - 第 1 轮每一步两个 rank 的批哈希都相同，包括中途才到的请求、被拒绝的请求和中途的取消：它们在两个 rank 的同一步被处理。
+# - 第 2 轮消息还是一样（同一个 `SchedulerIO`），只有 decode 的顺序依赖各进程的哈希种子：第一批 decode（头 4 个请求）起就不同，只有 prefill 的几步相同。若模型按 rank 切分，那一步的 all_reduce 会把行加到别的请求上。
+# - 两轮里完成的请求 token 完全相同：模型没有切分时，批内顺序不改变每个请求的结果，所以这个错在单卡上、在这个演示的输出里都看不出来，只能比较批本身。
+# - 条数广播每步一次，连续广播时每次的开销和 decode 一步相比只占很小一部分（倒数第二行的百分比）；运行中 rank 0 停在广播里的时间更长，因为两个 rank 在那里对齐步调，先到的等后到的。
+
+# %% [markdown]
+# ## 与上游的差异
+#
+# - 我们把收发写成组合进来的对象（`Scheduler(config, io)`）；上游的 `Scheduler` 继承 `SchedulerIOMixin`，按 rank 在构造时换上不同的收发函数。组合让测试和演示能给调度器换一套收发：两份完整模型当两个 rank。`python/minisgl/scheduler/io.py` · `SchedulerIOMixin`
+# - 我们在转发之前握手；上游启动时只做一次 barrier（`python/minisgl/server/launch.py` · `_run_scheduler`），`connect` 返回、barrier 通过时订阅未必已经传到 PUB。
+# - 请求不合法时我们回 `RejectMsg`；上游对超长的提示只记一行警告、把请求丢掉（客户端一直等），`max_tokens` 超出时截短并记一行警告。`python/minisgl/scheduler/scheduler.py` · `Scheduler._process_one_msg`
+# - decode 批按接纳顺序；上游（20fcd7f）按 `Req` 的 set 迭代，各 rank 的顺序可能不同。`python/minisgl/scheduler/decode.py` · `DecodeManager.schedule_next_batch`
+
+# %% [markdown]
+# ## 测试
+#
+# 本章的测试在 `tests/test_ch14_scheduler_io.py`，全部用真进程（spawn）和新建的 ipc 目录，测试进程扮演 tokenizer 进程：单 rank、关掉重叠时，输出与 HF 逐 token 相同，不合法的请求和同号的请求收到 `RejectMsg`，取消的请求不再有结果、空闲时 KV 页核对通过，`ExitMsg` 让进程退出码为 0；两个 rank、重叠调度时，每次 `receive_msg` 收到的消息和每一批都相同，只有 rank 0 回复（每个 token 只收到一次），启动前排好的 50 条消息 rank 1 一条不少；把 decode 顺序换成字符串 set、两个 rank 用不同的哈希种子，批就不同了，而且不同的只是顺序：
+
+# %% tags=["remove-input"]
+listing("tests/test_ch14_scheduler_io.py", "test_process_local_decode_order_breaks_agreement")
+
+# %%
+run("python -m pytest -q --color=no tests/test_ch14_scheduler_io.py -k io_checks")
+
+# %% [markdown]
+# 本章改了前面章节的 `scheduler/config.py` 和 `scheduler/scheduler.py`，`steps.py check 14` 也会在本章的树里重跑前面各章的测试：离线的 `LLM.generate` 不经过收发，结果不变。
+
+# %% [markdown]
+# ## 怎么讲清楚
+#
+# 多个 TP rank 各跑一个调度器，它们每一步必须拼出一模一样的批，否则 all_reduce 会把不同请求的部分和加在一起。三件事保证这一点：只有 rank 0 收外界的消息，原样转发给其他 rank，并用 gloo 广播每一步的条数，于是同一条消息在所有 rank 的同一步处理；空闲时大家等在 ZMQ 上，第一条不计数，避开 gloo 的超时；拼批只依赖消息本身，不依赖 set 顺序、地址这类进程本地的东西。代价是每步一次整数的广播，本章的运行里它只占 decode 一步的一小部分。
+
+# %% [markdown]
+# ## 练习
+#
+# 1. **把条数换成字节**。如果 rank 0 广播的不是条数，而是这一步全部消息拼起来的字节（不要 PUB/SUB），有什么好处和坏处？
+# 2. **ExitMsg 和在途的一批**。重叠调度时，`ExitMsg` 到达时可能还有一批在途。`run_forever` 直接返回，这一批的结果去哪了？调用方接下来该做什么？
+# 3. **挑战：检测不一致**。设计一个便宜的检查，让各 rank 在拼出的批不一致时立刻报错而不是算出错的结果，并估计它每步的开销。
+#
+# ??? success "参考答案"
+#
+#     1. 好处：一次集合通信同时送到条数和内容，不需要 PUB/SUB，也就没有迟到的订阅者。坏处：gloo 广播要先知道长度（要么先广播长度、再广播内容，两次），大的提示每步都要经 gloo 复制给每个 rank；上游的做法让大块字节走 ZMQ，gloo 只传一个整数。
+#     2. 它的结果没有处理，资源也没还：`run_forever` 返回时状态原样留着。调用方接着调用 `shutdown()`，先等在途的前向做完再拆引擎；要继续服务，再调用一次 `run_forever()`，下一步就会处理它。
+#     3. 每步把这一批的哈希（例如 uid 和本步 token 数的一个 64 位摘要）放进一个 int64 张量，all_reduce 求最小值和最大值，两者不等就报错。它和条数广播一样是一个整数的集合通信，每步多几百微秒；也可以只在调试时打开，或每隔 k 步查一次。
+#
+# ### 本章的判题练习
+#
+# 动手写、由评测程序判对错（随机输入，与参考答案逐项比较）；点题目看题面和提示：
+
+# %% tags=["remove-input"]
+exercises()
+
+# %% [markdown]
+# ```bash
+# python practice/judge.py start 42   # 把第 42 题（本章第一道）的起始代码拷进工作区
+# python practice/judge.py test 42    # 判题
+# python practice/judge.py hint 42    # 卡住了看提示
+# ```
+
+# %% [markdown]
+# ## 小结
+#
+# - 服务模式的一步：`receive_msg`（没事可做时先核对 KV 页、再阻塞地等）→ 逐条 `_process_one_msg` → `step()` → `send_result`；收到 `ExitMsg` 时返回。
+# - 多个 rank：rank 0 从 backend 取走已到的消息，原样转发到 PUB，再经 gloo 广播条数；其他 rank 从 SUB 正好取这么多条。阻塞等到的第一条不计数，各 rank 等在 ZMQ 上。
+# - 转发之前握手，迟到的订阅者不丢第一条消息；只有 rank 0 回复。
+# - 不合法的请求变成 `RejectMsg`；拼批不能依赖进程本地的东西：decode 批按接纳顺序，不按 set。

@@ -1,0 +1,16 @@
+"""练习 043 的参考答案。"""
+
+from __future__ import annotations
+
+
+def receive(rank: int, blocking: bool, inbox, pub, sub, broadcast) -> list[str]:
+    if rank == 0:
+        first = [inbox.wait()] if blocking else []
+        rest = inbox.poll()
+        for msg in first + rest:  # 先转发：其他 rank 拿到条数时，要的消息已经在路上
+            pub.put(msg)
+        broadcast(len(rest))  # 第一条不计：其他 rank 等它的时候不在广播里
+        return first + rest
+    first = [sub.get()] if blocking else []
+    count = broadcast(0)
+    return first + [sub.get() for _ in range(count)]  # 正好 count 条，多到的留给下一步

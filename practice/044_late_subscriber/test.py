@@ -1,0 +1,152 @@
+"""练习 044 的评测：线程扮演 2–4 个 rank，每个订阅端在随机的时刻（最晚到 0.3 秒）才生效，
+生效之前发出的帧直接丢掉。握手之后 rank 0 发 20 条真消息，每个 rank 都要一条不少、按顺序收到。
+
+用法：python test.py 要评测的文件.py   （judge.py 会替你做）
+"""
+
+from __future__ import annotations
+
+import collections
+import random
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # 找到 practice/judgekit.py
+from judgekit import check, check_type, main, require, short
+
+SEED = 2044
+WAIT_S = 5.0
+
+
+class Stuck(Exception):
+    pass
+
+
+class Sub:
+    """订阅端：join_at 之前发出的帧丢掉（订阅还没生效），之后的按顺序送达。"""
+
+    def __init__(self, join_at: float) -> None:
+        self.join_at, self.frames = join_at, collections.deque()
+        self.cond = threading.Condition()
+        self.dropped = 0
+
+    def offer(self, frame: bytes) -> None:
+        with self.cond:
+            if time.perf_counter() < self.join_at:
+                self.dropped += 1
+                return
+            self.frames.append(frame)
+            self.cond.notify_all()
+
+    def empty(self) -> bool:
+        with self.cond:
+            return not self.frames
+
+    def get(self, timeout: float = WAIT_S) -> bytes:
+        with self.cond:
+            if not self.cond.wait_for(lambda: self.frames, timeout=timeout):
+                raise Stuck("sub.get() 等了几秒也没有等到下一帧")
+            return self.frames.popleft()
+
+    def collect(self, n: int) -> list[bytes]:
+        """评测用：最多收 n 帧，等不到就停（丢了的帧永远不会来）。"""
+        out = []
+        try:
+            while len(out) < n:
+                out.append(self.get(timeout=1.0))
+        except Stuck:
+            pass
+        return out
+
+
+class Pub:
+    def __init__(self, subs: list[Sub]) -> None:
+        self.subs, self.count = subs, 0
+
+    def put(self, frame: bytes) -> None:
+        check_type(frame, bytes, "pub.put 的参数")
+        self.count += 1
+        for sub in self.subs:
+            sub.offer(frame)
+
+
+class AllReduceMin:
+    def __init__(self, world: int) -> None:
+        self.barrier = threading.Barrier(world, timeout=WAIT_S)
+        self.values: dict[int, int] = {}
+        self.calls = [0] * world
+
+    def __call__(self, rank: int, value: int) -> int:
+        check_type(value, int, "all_reduce_min 的参数")
+        self.calls[rank] += 1
+        try:
+            self.values[rank] = value
+            self.barrier.wait()
+            result = min(self.values.values())
+            self.barrier.wait()
+            return result
+        except threading.BrokenBarrierError:
+            raise Stuck("all_reduce_min 等不齐所有 rank：有的 rank 没来，或者来的次数不同") from None
+
+
+REAL = [f"msg-{i}".encode() for i in range(20)]
+
+
+def trial(handshake, world: int, delays: list[float]) -> None:
+    start = time.perf_counter()
+    subs = [Sub(start + d) for d in delays]  # rank 1 .. world-1
+    pub, reduce = Pub(subs), AllReduceMin(world)
+    got: dict[int, list[bytes]] = {}
+    errors: list = []
+
+    def rank_main(rank: int) -> None:
+        try:
+            handshake(rank, pub if rank == 0 else None, None if rank == 0 else subs[rank - 1],
+                      lambda v: reduce(rank, v))
+            reduce(rank, 0)  # 评测自己的同步：所有 rank 都握完手，rank 0 才发真消息
+            if rank == 0:
+                for frame in REAL:
+                    pub.put(frame)
+            else:
+                got[rank] = subs[rank - 1].collect(len(REAL))
+        except NotImplementedError:
+            errors.append(NotImplementedError)
+        except Stuck as e:
+            errors.append(f"rank {rank}：{e}")
+        except Exception as e:  # noqa: BLE001
+            errors.append(f"rank {rank} 出错：{type(e).__name__}: {e}")
+
+    threads = [threading.Thread(target=rank_main, args=(r,), daemon=True) for r in range(world)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    if NotImplementedError in errors:
+        raise NotImplementedError("handshake 还没写完")
+    setting = f"{world} 个 rank，订阅分别在 {', '.join(f'{d * 1000:.0f}' for d in delays)} ms 时生效"
+    check(not any(t.is_alive() for t in threads), f"{setting}：有的 rank 卡住了")
+    for rank, frames in sorted(got.items()):
+        if frames != REAL and frames and frames[0] != REAL[0] and frames[0][:1] == b"\x00":
+            check(False, f"{setting}：rank {rank} 握手之后收到的第一帧是 {short(frames[0])}，不是真消息"
+                         "——握手用的帧要在 handshake 里读掉")
+    check(not errors, f"{setting}：" + "；".join(str(e) for e in errors[:3]))
+    for rank, frames in sorted(got.items()):
+        missing = [m for m in REAL if m not in frames]
+        check(not missing, f"{setting}：rank {rank} 丢了 {len(missing)} 条真消息（比如 {short(missing[:3])}）"
+                           "——握手返回时它的订阅还没生效")
+        check(frames == REAL, f"{setting}：rank {rank} 收到的真消息 {short(frames)} 顺序不对或混进了别的帧")
+
+
+def run(mod: object) -> None:
+    handshake = require(mod, "handshake")
+    rng = random.Random(SEED)
+    trial(handshake, 2, [0.0])
+    trial(handshake, 2, [0.3])
+    for world in (3, 4, 2):
+        trial(handshake, world, [rng.uniform(0, 0.15) for _ in range(world - 1)])
+
+
+if __name__ == "__main__":
+    main(run)

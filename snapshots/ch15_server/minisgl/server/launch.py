@@ -1,0 +1,280 @@
+"""启动器：`python -m minisgl` 从这里开始。
+
+    主进程（API server）  ──spawn──>  调度器 rank 0 .. n-1（每个 TP rank 一个进程）
+                          ──spawn──>  分词进程（分词 + 反分词）
+
+子进程用 "spawn" 启动（全新的解释器，不继承主进程的线程和锁）。每个子进程就绪后往
+ack 队列里放一条消息；全部到齐才开始服务。之后一个看守线程盯着子进程：谁意外退出，
+API server 立刻让等待中的和新来的请求得到 503，而不是一直挂着。
+
+退出（Ctrl-C、SIGTERM、启动失败）时：停掉每个子进程、删掉放 IPC 地址的临时目录；
+端口随 uvicorn 关闭而释放。
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import multiprocessing.connection
+import os
+import queue
+import shutil
+import signal
+import socket
+import sys
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Callable
+
+from minisgl.distributed import DistributedInfo
+from minisgl.utils import init_logger
+
+from .args import ServerArgs, parse_args
+
+logger = init_logger(__name__)
+
+
+class StartupError(RuntimeError):
+    """服务器没能启动起来（子进程启动时就退出了、等太久、端口被占用）。"""
+
+
+# ---------------------------------------------------------------------------- 子进程的入口
+
+
+def _prepare_child() -> None:
+    """每个子进程一开始做的事：只听启动器的。
+
+    终端里按 Ctrl-C，SIGINT 会发给整个进程组；子进程忽略它，由启动器（主进程）统一收尾：
+    先停 HTTP，再给每个子进程发 SIGTERM。SIGTERM 当成 KeyboardInterrupt，走正常的收尾。
+    父进程死了（哪怕是 kill -9），子进程也跟着退出。
+    """
+
+    def _interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _interrupt)
+    if sys.platform.startswith("linux"):  # 父进程被 kill -9 时，内核替它给我们发 SIGTERM
+        import ctypes
+
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _run_scheduler(args: ServerArgs, ack_queue) -> None:
+    _prepare_child()
+    import torch
+
+    from minisgl.scheduler import Scheduler
+    from minisgl.utils import set_log_rank
+
+    if args.tp_info.size > 1:
+        set_log_rank(args.tp_info.rank)  # 多个 rank 的日志混在一个终端里：每行带上 rank
+
+    try:
+        with torch.inference_mode():
+            scheduler = Scheduler(args)  # 加载模型、建 KV 池、连上 ZMQ
+            scheduler.sync_all_ranks()  # 所有 rank 都建好了再报就绪
+            ack_queue.put({"who": f"调度器 rank {args.tp_info.rank} 已就绪",
+                           "max_seq_len": scheduler.engine.max_seq_len,
+                           "num_pages": scheduler.engine.num_pages})
+            try:
+                scheduler.run_forever()
+            finally:
+                scheduler.shutdown()
+    except KeyboardInterrupt:
+        pass  # 启动器叫我们停：安静地退出
+    _exit_now()
+
+
+def _run_tokenizer(ack_queue, **kwargs) -> None:
+    _prepare_child()
+    from minisgl.tokenizer import tokenize_worker
+
+    try:
+        tokenize_worker(ack_queue=ack_queue, **kwargs)
+    except KeyboardInterrupt:
+        pass
+    _exit_now()
+
+
+def _exit_now() -> None:
+    """套接字已经关好、该还的都还了：直接退出，跳过解释器的收尾。
+
+    正常退出时 Python 要逐个析构 torch、transformers 这些模块，要一秒多（机器忙时几秒），
+    启动器停服务时就得多等这么久。multiprocessing 用 fork 启动的子进程也是这样用 os._exit 退出的。
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+# ---------------------------------------------------------------------------- 后端：一组子进程
+
+
+class Backend:
+    """后端的子进程：启动、等就绪、看守、全部停掉。"""
+
+    def __init__(self, args: ServerArgs) -> None:
+        assert args.ipc_dir is not None
+        self.args = args
+        self.procs: list[tuple[str, mp.Process]] = []  # (给人看的名字, 进程)
+        self.stopping = threading.Event()  # 置位后，子进程退出是意料之中的
+        self.ctx = mp.get_context("spawn")
+        self.ack_queue = self.ctx.Queue()
+
+    def start(self) -> dict:
+        """启动全部子进程，等每个都报就绪。返回调度器报上来的信息（max_seq_len、num_pages）。"""
+        args, n = self.args, self.args.tp_info.size
+        for rank in range(n):
+            rank_args = replace(args, tp_info=DistributedInfo(rank, n))
+            self._spawn(f"调度器 rank {rank}", _run_scheduler, (rank_args, self.ack_queue), {})
+        self._spawn("分词进程", _run_tokenizer, (self.ack_queue,), {
+            "tokenizer_path": str(args.model_path), "addr": args.zmq_tokenizer_addr,
+            "backend_addr": args.zmq_backend_addr, "frontend_addr": args.zmq_frontend_addr})
+        return self._wait_ready()
+
+    def _spawn(self, name: str, target: Callable, call_args: tuple, kwargs: dict) -> None:
+        proc = self.ctx.Process(target=target, args=call_args, kwargs=kwargs, name=name,
+                                daemon=False)  # 非守护：调度器自己还要起线程
+        proc.start()
+        self.procs.append((name, proc))
+        logger.info("已启动%s（pid %d）", name, proc.pid)
+
+    def _wait_ready(self) -> dict:
+        timeout = self.args.startup_timeout
+        deadline, info = time.monotonic() + timeout, {}
+        waiting = len(self.procs)
+        while waiting > 0:
+            try:
+                ack = self.ack_queue.get(timeout=0.2)
+            except queue.Empty:
+                for name, proc in self.procs:  # 没等到：看看是不是有人已经死了
+                    if not proc.is_alive():
+                        raise StartupError(f"{name}（pid {proc.pid}）还没就绪就退出了，退出码 "
+                                           f"{proc.exitcode}；它的报错在上面的日志里")
+                if time.monotonic() > deadline:
+                    raise StartupError(f"等了 {timeout:.0f} 秒，还有 {waiting} 个子进程没有就绪")
+                continue
+            waiting -= 1
+            if isinstance(ack, dict) and "max_seq_len" in ack:
+                info = ack
+            logger.info("%s", ack["who"] if isinstance(ack, dict) else ack)
+        return info
+
+    def watch(self, on_death: Callable[[str], None]) -> None:
+        """起一个看守线程：任何一个子进程退出（而且不是我们让它停的），就调用 on_death(原因)。"""
+
+        def _watch() -> None:
+            by_sentinel = {proc.sentinel: (name, proc) for name, proc in self.procs}
+            ready = mp.connection.wait(list(by_sentinel))  # 阻塞到有进程退出
+            if self.stopping.is_set():
+                return
+            name, proc = by_sentinel[ready[0]]
+            proc.join(timeout=1)
+            on_death(f"{name}（pid {proc.pid}）意外退出，退出码 {proc.exitcode}")
+
+        threading.Thread(target=_watch, name="minisgl-watch-children", daemon=True).start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """停掉全部子进程（先 SIGTERM 让它们收尾，超时再 SIGKILL），删掉 IPC 目录。"""
+        self.stopping.set()
+        for _, proc in self.procs:
+            if proc.is_alive():
+                proc.terminate()
+        deadline = time.monotonic() + timeout
+        for name, proc in self.procs:
+            proc.join(timeout=max(0.0, deadline - time.monotonic()))
+            if proc.is_alive():
+                logger.warning("%s（pid %d）%.0f 秒内没有退出，强行结束", name, proc.pid, timeout)
+                proc.kill()
+                proc.join(timeout=1)
+        self.ack_queue.close()
+        self.ack_queue.join_thread()
+        shutil.rmtree(self.args.ipc_dir, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------- 入口
+
+
+def _check_port_free(host: str, port: int) -> None:
+    """在加载模型之前就发现端口被占用，省得等半天再失败。"""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # 和 uvicorn 一样
+        try:
+            s.bind((host, port))
+        except OSError as e:
+            raise StartupError(f"{host}:{port} 用不了（{e.strerror}）：换一个 --port") from None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _sigterm_to_exit(signum, frame) -> None:
+    raise SystemExit(128 + signum)  # 走 finally：子进程和临时目录照样收拾
+
+
+def launch_server(argv: list[str] | None = None) -> int:
+    """解析命令行，启动后端，服务到被叫停。返回退出码。"""
+    from minisgl.utils.mp import new_ipc_dir
+
+    args = parse_args(argv)
+    args = replace(args, ipc_dir=new_ipc_dir(),
+                   distributed_port=_free_port() if args.tp_info.size > 1 else args.distributed_port)
+    signal.signal(signal.SIGTERM, _sigterm_to_exit)
+    backend = Backend(args)
+    logger.info("进程间的 ZMQ 地址放在 %s（退出时删除）", args.ipc_dir)
+    try:
+        if not args.shell_mode:
+            _check_port_free(args.server_host, args.server_port)
+        info = backend.start()
+        from .api_server import ServedModel, connect_frontend
+
+        model = ServedModel(Path(args.model_path).name, str(args.model_path), info["max_seq_len"])
+
+        def connect():
+            return connect_frontend(args.zmq_frontend_addr, args.zmq_tokenizer_addr)
+
+        if args.shell_mode:
+            import asyncio
+
+            from .shell import run_shell
+
+            asyncio.run(run_shell(connect, model, on_ready=_watcher(backend)))
+        else:
+            from .api_server import run_api_server
+
+            run_api_server(model, connect, args.server_host, args.server_port,
+                           on_ready=_watcher(backend))
+        return 0
+    except StartupError as e:
+        print(f"错误：{e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        backend.stop()
+        logger.info("已停止全部子进程")
+
+
+def _watcher(backend: Backend):
+    """返回 on_ready(frontend)：在事件循环里开始看守子进程，死讯经事件循环交给 frontend。"""
+
+    def on_ready(frontend) -> None:
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+
+        def on_death(reason: str) -> None:  # 在看守线程里调用：要回到事件循环的线程上执行
+            try:
+                loop.call_soon_threadsafe(frontend.backend_died, reason)
+            except RuntimeError:
+                pass  # 事件循环已经关了：服务器正在退出
+
+        backend.watch(on_death)
+
+    return on_ready
