@@ -78,7 +78,9 @@ def test_pages_without_pyodide_or_without_stdlib():
         for browser in (True, False):
             page = practice.exercise_page(ex, browser=browser)
             assert "practice-runner" not in page and pyodide.FETCH_HINT not in page
-            assert "只能在本地评测" in page and "PyTorch" in page and f"judge.py test {ex.number}" in page
+            why = ex.local_only_reason or "PyTorch"  # 没写原因的，原因就是要用 PyTorch
+            assert "只能在本地评测" in page and why.rstrip("。") in page and f"judge.py test {ex.number}" in page
+            assert ("PyTorch" in page) == (not ex.local_only_reason), ex.name
     for ex in STDLIB:
         assert "只能在本地评测" not in practice.exercise_page(ex, browser=True)
 
