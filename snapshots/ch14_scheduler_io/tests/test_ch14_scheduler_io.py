@@ -9,6 +9,7 @@
   只有 rank 0 回复；故意让 decode 顺序取决于进程本地的东西（字符串 set，两个 rank 的
   PYTHONHASHSEED 不同），批就不一样了。
 - 迟到的订阅者：调度器启动之前就排好的消息，rank 0 一握手完就转发，rank 1 一条不少。
+- 高水位：一步转发 1000 多条（超过 ZMQ 默认的高水位），rank 1 照样一条不少。
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import shutil
+import threading
+import time
 import traceback
 from datetime import timedelta
 
@@ -382,6 +385,56 @@ def test_late_subscriber_misses_nothing(two_ranks):
     assert early == [("AbortBackendMsg", uid) for uid in EARLY_ABORTS]
     assert first_calls and first_calls[0][0] == ("AbortBackendMsg", EARLY_ABORTS[0])
     assert received[0]["received"] == received[1]["received"]
+
+
+BURST = 3000
+
+
+def receive_burst(rank: int, ipc_dir: str, results) -> None:
+    """只有 SchedulerIO 的一个 rank：收满 BURST 条，报告每一步收到的 uid。"""
+    try:
+        dist.init_process_group("gloo", init_method=f"file://{ipc_dir}/gloo-init", rank=rank, world_size=2,
+                                timeout=timedelta(seconds=TIMEOUT_S))
+        config = SchedulerConfig(model_path="不加载模型", ipc_dir=ipc_dir)
+        io = SchedulerIO(config, DistributedInfo(rank, 2), dist.group.WORLD)
+        results.put((rank, "ready", None))
+        if rank == 0:
+            time.sleep(1.0)  # 让整批消息先堆在 backend 里：第一步就取走一千多条
+        steps, total = [], 0
+        while total < BURST:
+            uids = [m.uid for m in io.receive_msg(blocking=True)]
+            steps.append(uids)
+            total += len(uids)
+        io.stop()
+        results.put((rank, "steps", steps))
+    except BaseException:
+        results.put((rank, "error", traceback.format_exc()))
+
+
+def test_burst_above_high_water_mark_reaches_every_rank():
+    """一步转发的帧超过 ZMQ 默认的高水位 1000：PUB 用默认值会丢帧，rank 1 就等一条不来的帧。"""
+    ctx = mp.get_context("spawn")
+    ipc_dir = new_ipc_dir()
+    results = ctx.Queue()
+    procs = start(ctx, receive_burst, [(r, ipc_dir, results) for r in range(2)])
+    player = Player(ipc_dir)
+    try:
+        collect(results, {0: "ready", 1: "ready"})
+
+        def push_all():  # PUSH 到了它自己的高水位会阻塞（不丢），所以放在线程里
+            for uid in range(BURST):
+                player.send.put(AbortBackendMsg(uid))
+
+        threading.Thread(target=push_all, daemon=True).start()
+        steps = collect(results, {0: "steps", 1: "steps"})
+        assert steps[0] == steps[1]
+        assert [uid for step in steps[0] for uid in step] == list(range(BURST))
+        assert max(len(step) for step in steps[0]) > 1000  # 真的有一步超过了默认高水位
+        assert finish(procs) == [0, 0]
+    finally:
+        finish(procs)
+        player.stop()
+        shutil.rmtree(ipc_dir, ignore_errors=True)
 
 
 def test_without_ipc_dir_the_scheduler_has_no_io():
