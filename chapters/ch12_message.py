@@ -198,7 +198,7 @@ listing("minisgl/message/frontend.py", "UserReply")
 #
 # `examples/ch12_wire.py` 对同样的消息量两种格式：字节数，以及从对象到字节（编码）、从字节到对象（解码）各要多少微秒。`UserMsg` 的提示从 16 到 32768 个 token；`DetokenizeMsg` 是调度器每步发回的那种批，一帧（一次 `send()`，也就是一条 ZMQ 消息）装 1 到 256 条。
 
-# %%
+# %% tags=["milestone"]
 # NBVAL_IGNORE_OUTPUT
 import sys
 
@@ -333,7 +333,7 @@ assert ticks_while_waiting >= 20 and reply.incremental_output == "你好"
 # %% tags=["remove-input"]
 listing("examples/ch12_pubsub.py", "broadcast_round")
 
-# %%
+# %% tags=["milestone"]
 # NBVAL_IGNORE_OUTPUT
 from ch12_pubsub import broadcast_round, describe, hwm_round
 

@@ -259,7 +259,7 @@ for seed in ("0", "1"):
 #
 # 本章的 main 在本章的树里真实跑出来的输出（两个进程，消息到达的时机和计时每次都不同，这一格的输出测试不重跑比较）：
 
-# %%
+# %% tags=["milestone"]
 # NBVAL_IGNORE_OUTPUT
 run("python examples/ch14_scheduler_io.py")
 

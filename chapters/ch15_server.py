@@ -78,7 +78,7 @@ MODEL = default_model()
 server = ServerProcess("--model-path", str(MODEL), "--num-pages", "2048", "--max-running-requests", "16")
 print("服务器就绪：", sorted(line.split(": ", 1)[-1] for line in server.log().splitlines() if "就绪" in line))
 
-# %%
+# %% tags=["milestone"]
 # NBVAL_IGNORE_OUTPUT
 import json
 import time
@@ -259,7 +259,7 @@ assert free + cached == total
 #
 # 调度器把同时在跑的请求拼成一批 decode（第 7 章），API server 只是把它们的回复分发回去。8 个客户端同时问 8 个不同的问题，和只有 1 个客户端比：
 
-# %%
+# %% tags=["milestone"]
 # NBVAL_IGNORE_OUTPUT
 from concurrent.futures import ThreadPoolExecutor
 
@@ -334,7 +334,7 @@ listing("minisgl/server/shell.py", "ChatSession.ask")
 # %% [markdown]
 # 终端里用 prompt_toolkit 读输入（能编辑、有历史、命令补全）；输入来自管道时直接读 stdin，所以脚本和测试能驱动它。`examples/ch15_multiturn.py` 把同一段 6 轮对话（第一轮贴一段几百 token 的文字）分别喂给 `--cache-type radix` 和 `--cache-type naive` 的 shell，读每轮结束时打印的首个 token 时间。这个测量要起两次服务器、跑几分钟，下面是它在一台 2 核机器上的真实输出（机器上有别的负载，数字会抖；页面构建时重跑）：
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input", "milestone"]
 # NBVAL_SKIP
 import contextlib
 import io
