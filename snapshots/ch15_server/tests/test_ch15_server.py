@@ -504,7 +504,7 @@ def test_child_dying_at_startup_is_a_clear_error(tmp_path):
 
 
 class FakeTokenizerProcess:
-    """代替分词进程 + 调度器：收到 TokenizeMsg，就把"第 n 轮"的回答分两段推回来。"""
+    """代替 tokenizer 进程 + 调度器：收到 TokenizeMsg，就把"第 n 轮"的回答分两段推回来。"""
 
     def __init__(self) -> None:
         self.sent: list = []

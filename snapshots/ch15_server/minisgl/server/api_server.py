@@ -1,7 +1,7 @@
 """API server：OpenAI 兼容的 HTTP 接口（FastAPI + uvicorn），跑在主进程的事件循环里。
 
-它自己不碰模型也不分词：一个请求进来，编一个 uid，把文字和采样参数发给分词进程
-（TokenizeMsg），然后等分词进程把一段段文字（UserReply）推回 "frontend" 地址。
+它自己不碰模型也不分词：一个请求进来，编一个 uid，把文字和采样参数发给 tokenizer 进程
+（TokenizeMsg），然后等 tokenizer 进程把一段段文字（UserReply）推回 "frontend" 地址。
 
     POST /v1/chat/completions   多轮对话（messages）；stream=true 时是 SSE 的 chat.completion.chunk
     POST /v1/completions        续写（prompt）；stream=true 时是 SSE 的 text_completion
@@ -46,7 +46,7 @@ logger = init_logger(__name__)
 
 
 class BackendUnavailable(Exception):
-    """后端（调度器或分词进程）已经退出，请求不可能再有回复。"""
+    """后端（调度器或 tokenizer 进程）已经退出，请求不可能再有回复。"""
 
 
 @dataclass(frozen=True)
@@ -57,9 +57,9 @@ class _BackendDown:
 
 
 class FrontendManager:
-    """API server 和分词进程之间的那一层：编 uid、发请求、把回复按 uid 分给等待的协程。
+    """API server 和 tokenizer 进程之间的那一层：编 uid、发请求、把回复按 uid 分给等待的协程。
 
-    send：推给分词进程的队列（ZmqAsyncPushQueue）；recv：从 "frontend" 地址收回复的队列
+    send：推给 tokenizer 进程的队列（ZmqAsyncPushQueue）；recv：从 "frontend" 地址收回复的队列
     （ZmqAsyncPullQueue，API server 绑定）。一个后台任务不停地收，按 uid 放进各自的 asyncio.Queue。
     """
 
@@ -167,7 +167,7 @@ def _unwrap(msg: BaseFrontendMsg) -> list[UserReply]:
 
 
 def connect_frontend(frontend_addr: str, tokenizer_addr: str) -> FrontendManager:
-    """建 ZMQ 队列：绑定自己的 "frontend"（PULL），连到分词进程的地址（PUSH）。要在事件循环里调用。"""
+    """建 ZMQ 队列：绑定自己的 "frontend"（PULL），连到 tokenizer 进程的地址（PUSH）。要在事件循环里调用。"""
     from minisgl.utils.mp import ZmqAsyncPullQueue, ZmqAsyncPushQueue
 
     recv = ZmqAsyncPullQueue(frontend_addr, create=True, decoder=BaseFrontendMsg.decoder)
@@ -660,7 +660,7 @@ class _TextFormat(_ChatFormat):
 
 
 def run_api_server(model: ServedModel, connect: Callable[[], FrontendManager], host: str,
-                   port: int, on_ready: Callable[[FrontendManager], None] | None = None) -> None:
+                   port: int, on_ready: Callable[[FrontendManager], None] | None = None) -> int | None:
     """在当前进程里跑 uvicorn，直到 Ctrl-C / SIGTERM。
 
     第一次 Ctrl-C / SIGTERM：不收新请求，正在生成的请求（每个都是一个打开的 HTTP 连接）最多
@@ -668,6 +668,7 @@ def run_api_server(model: ServedModel, connect: Callable[[], FrontendManager], h
     得到 503，各自正常结束。第二次 Ctrl-C：不再等，立刻这样收尾。uvicorn 自己的做法是等到所有连接
     关闭（不设上限），第二次 Ctrl-C 时直接取消任务、打出一堆 CancelledError 回溯；而且它停下后会把
     信号重发给原来的处理函数——启动器在 finally 里自己收尾，不需要这一次重发。
+    返回让它停下的信号（启动器据此给出退出码 128 + 信号），没有信号时返回 None。
     """
     import uvicorn
 
@@ -676,7 +677,10 @@ def run_api_server(model: ServedModel, connect: Callable[[], FrontendManager], h
     class Server(uvicorn.Server):
         """和 uvicorn 的区别只在收到停止信号时做什么（见 run_api_server 的说明）。"""
 
+        stop_signal: int | None = None
+
         def handle_exit(self, sig, frame) -> None:
+            self.stop_signal = self.stop_signal or sig
             frontend = getattr(app.state, "frontend", None)
             if frontend is None:  # 还没开始服务：照 uvicorn 的办法停
                 return super().handle_exit(sig, frame)
@@ -690,8 +694,10 @@ def run_api_server(model: ServedModel, connect: Callable[[], FrontendManager], h
     # timeout_graceful_shutdown 只是后备：drain 到时已经让每个请求自己收尾了
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
                             timeout_graceful_shutdown=GRACEFUL_SECONDS + 5)
-    Server(config).run()
+    server = Server(config)
+    server.run()
     logger.info("API server 已停止")
+    return server.stop_signal
 
 
 GRACEFUL_SECONDS = 5  # 停服务时最多等正在生成的请求几秒

@@ -252,8 +252,9 @@ def launch_server(argv: list[str] | None = None) -> int:
         else:
             from .api_server import run_api_server
 
-            run_api_server(model, connect, args.server_host, args.server_port,
-                           on_ready=_watcher(backend))
+            stopped_by = run_api_server(model, connect, args.server_host, args.server_port,
+                                        on_ready=_watcher(backend))
+            return 128 + stopped_by if stopped_by else 0  # 和被信号结束的进程一样：143、130
         return 0
     except StartupError as e:
         print(f"错误：{e}", file=sys.stderr)
