@@ -253,7 +253,8 @@ def wait_for_log(pattern: str, after: int, timeout: float = 30) -> int:
     return after + m.end()
 
 
-uid = re.search(r"客户端断开，取消请求 (\d+)", server.log()[start:wait_for_log("客户端断开，取消请求 \\d+", start)]).group(1)
+wait_for_log(r"客户端断开，取消请求 \d+", start)
+uid = re.search(r"客户端断开，取消请求 (\d+)", server.log()[start:]).group(1)
 aborted_at = wait_for_log(rf"请求 {uid} 已取消", start)
 checked_at = wait_for_log(r"KV 页核对通过.*", aborted_at)
 new_lines = [line.split("INFO ")[-1] for line in server.log()[start:checked_at].splitlines()]
@@ -342,7 +343,7 @@ assert left == []
 listing("minisgl/server/shell.py", "ChatSession.ask")
 
 # %% [markdown]
-# 终端里用 prompt_toolkit 读输入（能编辑、有历史、命令补全）；输入来自管道时直接读 stdin，所以脚本和测试能驱动它。回答到一半按 Ctrl-C 只取消这一轮（请求被 abort），回到提示符；对话长到放不进 `max_seq_len` 时，shell 去掉最早的一轮再问，并打印一行说明。`examples/ch15_multiturn.py` 把同一段 6 轮对话（第一轮贴一段几百 token 的文字）分别喂给 `--cache-type radix` 和 `--cache-type naive` 的 shell，读每轮结束时打印的首 token 时间。这个测量要起两次服务器、跑几分钟，下面是它在一台 2 核机器上的真实输出（机器上有别的负载，数字会抖；页面构建时重跑）：
+# 终端里用 prompt_toolkit 读输入（能编辑、有历史、命令补全）；输入来自管道时直接读 stdin，所以脚本和测试能驱动它。回答到一半按 Ctrl-C 只取消这一轮（请求被 abort），回到提示符；对话长到放不进 `max_seq_len` 时，shell 去掉最早的一轮再问，并打印一行说明。`examples/ch15_multiturn.py` 把同一段 6 轮对话（第一轮贴一段几百 token 的文字）分别喂给 `--cache-type radix` 和 `--cache-type naive` 的 shell，读每轮结束时打印的首 token 时间。这个测量要起两次服务器、跑几分钟，下面是构建这一页时的真实输出（时间因机器和负载而异，会抖）：
 
 # %% tags=["remove-input", "milestone"]
 # NBVAL_SKIP
@@ -355,7 +356,7 @@ with contextlib.redirect_stdout(buffer):
 print(buffer.getvalue(), end="")
 
 # %% [markdown]
-# 第 1 轮两边都要从头算几百个 token。之后 naive 每轮都重算越来越长的整段历史；radix 只算新的问题（上一轮的回答生成时已经进了缓存），首 token 时间远低于 naive。
+# 第 1 轮两边都要从头算几百个 token，算的量一样，时间的差别只是噪声。之后 naive 每轮都重算越来越长的整段历史；radix 只算新的问题（上一轮的回答生成时已经进了缓存），首 token 时间远低于 naive。
 #
 # ## 运行
 #
