@@ -198,7 +198,7 @@ listing("minisgl/message/frontend.py", "UserReply")
 #
 # `examples/ch12_wire.py` 对同样的消息量两种格式：字节数，以及从对象到字节（编码）、从字节到对象（解码）各要多少微秒。`UserMsg` 的提示从 16 到 32768 个 token；`DetokenizeMsg` 是调度器每步发回的那种批，一帧（一次 `send()`，也就是一条 ZMQ 消息）装 1 到 256 条。
 
-# %%
+# %% tags=["milestone"]
 # NBVAL_IGNORE_OUTPUT
 import sys
 
@@ -333,7 +333,7 @@ assert ticks_while_waiting >= 20 and reply.incremental_output == "你好"
 # %% tags=["remove-input"]
 listing("examples/ch12_pubsub.py", "broadcast_round")
 
-# %%
+# %% tags=["milestone"]
 # NBVAL_IGNORE_OUTPUT
 from ch12_pubsub import broadcast_round, describe, hwm_round
 
@@ -368,18 +368,20 @@ assert with_handshake["lost"] == [0, 0]
 # - 订阅者先 connect、发布者后 bind（多个进程一起启动时，谁先谁后没有保证）：地址还不存在，SUB 要等重连的定时器到点才重试（`RECONNECT_IVL` 是 100 ms，libzmq 再加上 0 到 100 ms 的随机量），到点之前发出的消息全部丢掉。哪个订阅者丢多少，看它的定时器落在哪里，每次运行都不一样。
 # - 握手：屏障之后发布者每毫秒发一个探针，等每个订阅者都通过另一条 PUSH/PULL 报告“收到过探针”，再发一个 START 标记；订阅者丢掉 START 之前的一切。订阅者收到过探针，说明订阅已经生效，此后的消息一条不丢。
 #
-# PUB 还有第二种丢法：订阅者不读，消息堆到[高水位](../glossary.md#high-water-mark)（PUB 的发送队列和 SUB 的接收队列默认各 1000 条，上面打印的），PUB 不阻塞、直接丢掉新的：
+# PUB 还有第二种丢法：订阅者不读，消息堆到[高水位](../glossary.md#high-water-mark)（PUB 的发送队列和 SUB 的接收队列默认各 1000 条，上面打印的），PUB 不阻塞、直接丢掉新的。`ZmqPubQueue`、`ZmqSubQueue` 可以给 `hwm`，两端都给 0（不设上限，在 bind/connect 之前设）就一条不丢：
 
 # %%
 # NBVAL_IGNORE_OUTPUT
 kept = hwm_round(20_000)
 print(f"订阅者不读，一口气发 20000 条：事后读到 {kept} 条，其余被丢掉")
-assert kept < 20_000
+kept_all = hwm_round(20_000, hwm=0)
+print(f"两端都设 hwm=0：事后读到 {kept_all} 条")
+assert kept < 20_000 and kept_all == 20_000
 
 # %% [markdown]
 # ### 上游的广播：会丢，窗口被启动时间藏住
 #
-# 上游每个调度器进程在 `Scheduler.__init__` 的最后建 I/O（rank 0 bind PUB，其他 rank connect SUB），各进程之间不排先后；然后 `_run_scheduler` 调 `sync_all_ranks()`（gloo 屏障），rank 0 向启动器报告就绪。这正是上面第一、二行的设置：屏障不等订阅生效，SUB 若比 PUB 先 connect，还要等 100 到 200 ms 才重试。第一条广播要等第一个请求到来：启动器还要等 tokenizer 进程就绪、再启动 uvicorn，通常已经过了这段时间。可如果请求恰好在窗口里到达，rank 1 就漏了一条：它按 gloo 广播的条数去取，要么一直等下去，要么把下一条当成这一条，各 rank 的批从此不同。高水位那一种在上游很难碰到：每一步其他 rank 都在 rank 0 转发的同时读，积压最多是一步的消息。要把启动时的窗口关掉，只能像上面那样握手：等订阅者亲口说收到过。
+# 上游每个调度器进程在 `Scheduler.__init__` 的最后建 I/O（rank 0 bind PUB，其他 rank connect SUB），各进程之间不排先后；然后 `_run_scheduler` 调 `sync_all_ranks()`（gloo 屏障），rank 0 向启动器报告就绪。这正是上面第一、二行的设置：屏障不等订阅生效，SUB 若比 PUB 先 connect，还要等 100 到 200 ms 才重试。第一条广播要等第一个请求到来：启动器还要等 tokenizer 进程就绪、再启动 uvicorn，通常已经过了这段时间。可如果请求恰好在窗口里到达，rank 1 就漏了一条：它按 gloo 广播的条数去取，要么一直等下去，要么把下一条当成这一条，各 rank 的批从此不同。高水位那一种要一步转发 1000 多条才碰得到（其他 rank 拿到条数就开始读，积压最多是一步的消息），一大批请求同时到达时就会发生，第 14 章因此给广播设 `hwm=0`。要把启动时的窗口关掉，只能像上面那样握手：等订阅者亲口说收到过。
 #
 # ??? note "深入：XPUB 也能知道订阅到了没有"
 #

@@ -59,7 +59,7 @@ tree()
 #
 # SmolLM2 用[字节级 BPE](../glossary.md#byte-level-bpe)：先把文字变成 UTF-8 字节，再把常见的字节串合成 token。它的词表以英文为主，连常见的汉字也常拆成 2–3 个 token。最朴素的流式做法是每来一个 token 就单独解码它：
 
-# %%
+# %% tags=["milestone"]
 import sys
 
 sys.path.insert(0, "examples")
@@ -156,7 +156,7 @@ assert decoder.flush() == "" and decoder.committed == "A 世界a好"
 #
 # 回到开头那段中文和 emoji，同样逐 token 流式：
 
-# %%
+# %% tags=["milestone"]
 ids = tok.encode(text)
 *ours, tail = incremental_pieces(tok, ids)
 print("增量：", show(ours))
@@ -173,7 +173,7 @@ assert "".join(ours) == text and tail == ""
 # %% tags=["remove-input"]
 listing("examples/ch13_upstream.py", "UpstreamDecoder.push")
 
-# %%
+# %% tags=["milestone"]
 ids = tok.encode("A 世界a好")
 steps = [ids[0:1], ids[1:2], ids[2:5], ids[5:9], ids[9:]]  # 一步带来几个 token
 for name, dec in (("上游", UpstreamDecoder(tok)), ("本书", IncrementalDecoder(tok))):

@@ -14,7 +14,7 @@
 # %% [markdown]
 # # 第 14 章 调度器的收发与多 rank 同步
 #
-# 到第 11 章为止，调度器由调用方一步步 `step()`；服务时它是一个独立的进程，请求以消息的形式随时从 tokenizer 进程到来。[张量并行](../glossary.md#tensor-parallel)时每个 [rank](../glossary.md#rank) 一个调度器进程，各自拼批：同一条消息只要在两个 rank 的不同步被处理，它们拼出的批就不同，all_reduce 会把不同请求的部分和加在一起。本章写 [`SchedulerIO`](../glossary.md#scheduler-io)（rank 0 收消息、原样转发、经 gloo 广播每一步的条数）和服务的主循环 `run_forever`。两个调度器进程收同样的流量、逐步比较[批哈希](../glossary.md#batch-hash)：相同；把 decode 的顺序故意做成依赖进程本地的东西，就不同了。
+# 到第 11 章为止，调度器由调用方一步步 `step()`；服务时它是一个独立的进程，请求以消息的形式随时从 tokenizer 进程到来。[张量并行](../glossary.md#tensor-parallel)时每个 [rank](../glossary.md#rank) 一个调度器进程，各自拼批：同一条消息只要在两个 rank 的不同步被处理，它们拼出的批就不同，all_reduce 会把不同请求的部分和加在一起。本章写 [`SchedulerIO`](../glossary.md#scheduler-io)（rank 0 收消息、原样转发、经 [gloo](../glossary.md#gloo)（torch.distributed 在 CPU 上的后端）广播每一步的条数）和服务的主循环 `run_forever`。两个调度器进程收同样的流量、逐步比较[批哈希](../glossary.md#batch-hash)：相同；把 decode 的顺序故意做成依赖进程本地的东西，就不同了。
 
 # %% tags=["remove-cell"]
 from minibook.page import *
@@ -31,9 +31,9 @@ setup(14)
 # ??? question "自测参考答案（先自己答，再展开对照）"
 #
 #     1. 每个 rank 看到一条消息的时刻不同，同一条消息会落在不同的步里。要对齐的是“第几步处理哪几条”，所以由 rank 0 说了算，再把条数广播出去。
-#     2. gloo 的集合通信有超时，一个空闲很久的服务会在广播里报错；等在 ZMQ 上没有超时。各 rank 状态相同，同时进入等待，等到的第一条不计入条数。
+#     2. gloo 的集合通信有超时（默认 30 分钟），空闲太久的服务会在广播里报错，等在 ZMQ 上没有超时。各 rank 状态相同、同时进入等待，等到的第一条不计入条数。
 #     3. rank 1 漏掉开头的消息，之后按条数取就取到后面的消息，从此每一步都错位。转发之前握手：rank 0 反复发探针，all_reduce(MIN) 到每个 rank 都听到过，再发一帧“准备好了”。
-#     4. 可能。拼批只要依赖进程本地的东西（set 的迭代顺序、对象地址、时间），批里请求的顺序就不同。上游的 decode 批曾经就是这样（#113）。
+#     4. 可能：拼批只要依赖进程本地的东西（set 的迭代顺序、对象地址、时间），批里请求的顺序就会不同。上游的 decode 批曾经就是这样（#113）。
 
 # %% [markdown]
 # ## 本章要回顾的文件
@@ -59,7 +59,7 @@ tree()
 #
 # ## 先量：各 rank 自己收，同一条消息落在不同的步
 #
-# 先看不对齐会怎样。两个线程当两个 rank，各有一个 SUB 套接字，每一步把已经到达的消息全部取走；rank 0 每步 3 ms，rank 1 每步 3.5 ms。真实的 rank 每步都在 all_reduce 里碰头，步调差得少得多，可只要有一条消息恰好落在两个 rank 取消息的时刻之间，就错开一步。
+# 先看不对齐会怎样。两个线程当两个 rank，各有一个 SUB 套接字。每一步两个 rank 先在一道 `threading.Barrier` 碰头（代替真实的 rank 每步都要做的 all_reduce），再各自取走已经到达的全部消息，然后“前向” 3 ms；rank 1 取消息比 rank 0 晚 0.5 ms。
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -70,24 +70,32 @@ import time
 from minisgl.utils.mp import ZmqPubQueue, ZmqSubQueue, ipc_addr, new_ipc_dir
 
 
-def each_rank_polls_itself(step_ms=(3.0, 3.5), n_msgs=40):
-    """每个 rank 自己取已到的消息：返回每个 rank 里 消息号 → 在第几步处理。"""
+def each_rank_polls_itself(lag_ms=0.5, step_ms=3.0, n_msgs=200):
+    """两个 rank 步调一致（每步碰头），各自取已到的消息：返回每个 rank 里 消息号 → 在第几步处理。"""
     ipc_dir = new_ipc_dir()
     addr = ipc_addr(ipc_dir, "demo")
     pub = ZmqPubQueue(addr, create=True, encoder=None)
-    subs = [ZmqSubQueue(addr, create=False, decoder=None) for _ in step_ms]
-    time.sleep(0.3)  # 先让订阅生效（迟到的订阅者，见第 12 章；本章后面用握手代替这一觉）
-    seen = [{} for _ in step_ms]
+    subs = [ZmqSubQueue(addr, create=False, decoder=None) for _ in range(2)]
+    time.sleep(0.3)  # 先让订阅生效（迟到的订阅者，见第 12 章；本章后面用握手代替这次等待）
+    seen = [{}, {}]
+    state = {"done": False}
+    # 代替每步的 all_reduce：两个 rank 都到了才往下走；到齐时顺便看看消息是否都收到了
+    together = threading.Barrier(2, action=lambda: state.update(done=all(len(s) == n_msgs for s in seen)))
 
     def rank(r):
         step = 0
-        while len(seen[r]) < n_msgs:
+        while True:
+            together.wait()
+            if state["done"]:
+                return
+            if r == 1:
+                time.sleep(lag_ms / 1000)  # rank 1 晚一点点去取
             while not subs[r].empty():
                 seen[r][int(subs[r].get_raw())] = step
-            time.sleep(step_ms[r] / 1000)
+            time.sleep(step_ms / 1000)  # 这一步的前向
             step += 1
 
-    threads = [threading.Thread(target=rank, args=(r,)) for r in range(len(step_ms))]
+    threads = [threading.Thread(target=rank, args=(r,)) for r in range(2)]
     for t in threads:
         t.start()
     for i in range(n_msgs):
@@ -102,17 +110,17 @@ def each_rank_polls_itself(step_ms=(3.0, 3.5), n_msgs=40):
 
 
 seen = each_rank_polls_itself()
-same_step = sum(seen[0][i] == seen[1][i] for i in seen[0])
-print(f"{len(seen[0])} 条消息，两个 rank 在同一步处理的：{same_step} 条")
-print("前几条：", ", ".join(f"#{i} rank0 第 {seen[0][i]} 步 / rank1 第 {seen[1][i]} 步" for i in range(0, 40, 8)))
-assert same_step < len(seen[0])
+split = [i for i in sorted(seen[0]) if seen[0][i] != seen[1][i]]
+print(f"{len(seen[0])} 条消息，两个 rank 不在同一步处理的：{len(split)} 条")
+print("比如：", ", ".join(f"#{i} rank0 第 {seen[0][i]} 步 / rank1 第 {seen[1][i]} 步" for i in split[:3]))
+assert split and sorted(seen[0]) == sorted(seen[1])
 
 # %% [markdown]
-# 消息一条不少，顺序也一样，错的是“在哪一步”。这一步 rank 0 把一个新请求和 3 个在跑的请求拼成一批，rank 1 只拼了 3 个：两边的张量形状都不一样，TP 的 all_reduce 要么卡住，要么把错的行加在一起。
+# 步调完全一致、只差半毫秒，仍有消息恰好落在两个 rank 取消息的时刻之间：晚取的 rank 1 在这一步就处理它，rank 0 要到下一步。消息一条不少，顺序也一样，错的是“在哪一步”。比如某一步 rank 1 把一个新请求和 3 个在跑的请求拼成一批，rank 0 只拼了 3 个：两边的张量形状都不一样，TP 的 all_reduce 要么卡住，要么把错的行加在一起。
 #
 # ## rank 0 说了算：转发原始字节，广播条数
 #
-# 于是只让 rank 0 收外界的消息。它每一步取走 backend 里已经到达的全部消息，把原始字节原样转发到 broadcast（[PUB/SUB](../glossary.md#zmq-socket)），再用 gloo 进程组广播“这一步有几条”：
+# 于是只让 rank 0 收外界的消息。它每一步取走 backend（`SchedulerConfig` 里的地址名，tokenizer 进程往这里推）里已经到达的全部消息，把原始字节原样转发到 broadcast（另一个地址名，[PUB/SUB](../glossary.md#pub-sub)），再用 gloo 进程组广播“这一步有几条”：
 
 # %% tags=["remove-input"]
 listing("minisgl/scheduler/io.py", "SchedulerIO._receive_from_tokenizer")
@@ -120,11 +128,8 @@ listing("minisgl/scheduler/io.py", "SchedulerIO._receive_from_tokenizer")
 # %% tags=["remove-input"]
 listing("minisgl/scheduler/io.py", "SchedulerIO._receive_from_rank0")
 
-# %% tags=["remove-input"]
-listing("minisgl/scheduler/io.py", "SchedulerIO.agree_count")
-
 # %% [markdown]
-# 其他 rank 按广播来的条数从 SUB 取，正好这么多条；已经到了、但不在这一步里的帧留在队列里，下一步再取。转发的是 rank 0 收到的字节，不解码再编码：省一次序列化，也保证每个 rank 解出来的是同一个对象。条数放在一个 CPU 上的 int64 张量里，经专门的 gloo 组广播（[条数广播](../glossary.md#count-broadcast)）：GPU 上默认的进程组是 NCCL，只收显存里的张量。
+# 其他 rank 按广播来的条数从 SUB 取，正好这么多条；已经到了、但不在这一步里的帧留在队列里，下一步再取。转发的是 rank 0 收到的字节，不解码再编码：省一次序列化，也保证每个 rank 解出来的是相同的消息。`agree_count` 把条数放进一个 CPU 上的 int64 张量，经专门的 gloo 组 `dist.broadcast`（[条数广播](../glossary.md#count-broadcast)）：GPU 上默认的进程组是 NCCL（NVIDIA 的 GPU 通信库），只收显存里的张量。
 #
 # ??? note "深入：为什么先转发、后广播"
 #     rank 1 拿到条数以后会阻塞地 `get_raw()` 正好这么多次。rank 0 先把帧发出去，rank 1 要的字节在它拿到条数之前就已经在路上了；反过来也不会错（`get_raw()` 会等），只是 rank 1 多等一会儿。
@@ -137,7 +142,7 @@ listing("minisgl/scheduler/io.py", "SchedulerIO.agree_count")
 listing("minisgl/scheduler/io.py", "SchedulerIO.receive_msg")
 
 # %% [markdown]
-# 这时 rank 0 等在 PULL 上，rank 1 等在 SUB 上，都不在 gloo 的广播里：gloo 的集合通信有超时，一个夜里没人用的服务不该因此崩掉。等到的第一条不计入条数，rank 0 照样先转发它。`blocking` 由 `runnable` 决定，而各 rank 的状态相同，所以它们同时开始等、同时醒来，广播的次数也始终一样。
+# 这时 rank 0 等在 PULL 上，rank 1 等在 SUB 上，都不在 gloo 的广播里：gloo 的[集合通信](../glossary.md#collective)（每个 rank 都要到场的通信）有超时，一个夜里没人用的服务不该因此崩掉。等到的第一条不计入条数，rank 0 照样先转发它。`blocking` 由 `runnable` 决定，而各 rank 的状态相同，所以它们同时开始等、同时醒来，广播的次数也始终一样。
 #
 # ## 开始之前握手：第一条消息不丢
 #
@@ -147,7 +152,9 @@ listing("minisgl/scheduler/io.py", "SchedulerIO.receive_msg")
 listing("minisgl/scheduler/io.py", "SchedulerIO._wait_for_subscribers")
 
 # %% [markdown]
-# “听到过”就说明订阅已经生效；订阅生效之后，同一个 PUB 发出的帧按顺序全部送达，所以 `_READY` 之后的第一帧就是 rank 0 转发的第一条真消息。本章的测试在调度器启动之前就往 backend 里排好 50 条消息，rank 0 握手一结束就把它们转发出去，rank 1 一条不少。
+# “听到过”就说明订阅已经生效；订阅生效之后，同一个 PUB 发出的帧按顺序送达，所以 `_READY` 之后的第一帧就是 rank 0 转发的第一条真消息。本章的测试在调度器启动之前就往 backend 里排好 50 条消息，rank 0 握手一结束就把它们转发出去，rank 1 一条不少。
+#
+# 订阅生效之后还有一种丢法：PUB 给每个 SUB 排队的帧到了[高水位](../glossary.md#high-water-mark)（默认 1000 条，第 12 章量过），新帧直接丢掉。一大批请求同时到达，一步转发的帧就可能超过它，rank 1 按条数等一条永远不来的帧，rank 0 下一次广播时卡到 gloo 超时。所以 `SchedulerIO` 建 PUB 和 SUB 时给 `hwm=0`（不设上限，必须在 bind/connect 之前设）：帧宁可在内存里排队。测试里一步转发 1000 多条（共 3000 条），rank 1 一条不少。
 #
 # ## run_forever：收、处理、走一步、发
 #
@@ -252,7 +259,7 @@ for seed in ("0", "1"):
 #
 # 本章的 main 在本章的树里真实跑出来的输出（两个进程，消息到达的时机和计时每次都不同，这一格的输出测试不重跑比较）：
 
-# %%
+# %% tags=["milestone"]
 # NBVAL_IGNORE_OUTPUT
 run("python examples/ch14_scheduler_io.py")
 
@@ -260,15 +267,15 @@ run("python examples/ch14_scheduler_io.py")
 # 值得注意的地方：
 #
 # - 第 1 轮每一步两个 rank 的批哈希都相同，包括中途才到的请求、被拒绝的请求和中途的取消：它们在两个 rank 的同一步被处理。
-# - 第 2 轮消息还是一样（同一个 `SchedulerIO`），只有 decode 的顺序依赖各进程的哈希种子：第一批 decode（头 4 个请求）起就不同，只有 prefill 的几步相同。若模型按 rank 切分，那一步的 all_reduce 会把行加到别的请求上。
+# - 第 2 轮消息还是一样（同一个 `SchedulerIO`），只有 decode 的顺序依赖各进程的哈希种子：第一批 decode（头 4 个请求）起就不同，相同的只有 prefill 和只剩一个请求的 decode（“相同的几步”那一行）。若模型按 rank 切分，那一步的 all_reduce 会把行加到别的请求上。
 # - 两轮里完成的请求 token 完全相同：模型没有切分时，批内顺序不改变每个请求的结果，所以这个错在单卡上、在这个演示的输出里都看不出来，只能比较批本身。
-# - 条数广播每步一次，连续广播时每次的开销和 decode 一步相比只占很小一部分（倒数第二行的百分比）；运行中 rank 0 停在广播里的时间更长，因为两个 rank 在那里对齐步调，先到的等后到的。
+# - 条数广播每步一次，连续广播时每次的开销和 CPU 上 decode 一步相比只占很小一部分（倒数第二行的百分比）；GPU 上 decode 一步只有几毫秒，占比会大一个数量级左右。运行中 rank 0 停在广播里的时间更长，因为两个 rank 在那里对齐步调，先到的等后到的。
 
 # %% [markdown]
 # ## 与上游的差异
 #
-# - 我们把收发写成组合进来的对象（`Scheduler(config, io)`）；上游的 `Scheduler` 继承 `SchedulerIOMixin`，按 rank 在构造时换上不同的收发函数。组合让测试和演示能给调度器换一套收发：两份完整模型当两个 rank。`python/minisgl/scheduler/io.py` · `SchedulerIOMixin`
-# - 我们在转发之前握手；上游启动时只做一次 barrier（`python/minisgl/server/launch.py` · `_run_scheduler`），`connect` 返回、barrier 通过时订阅未必已经传到 PUB。
+# - 我们把收发写成组合进来的对象（`Scheduler(config, io)`），上游的 `Scheduler` 继承 `SchedulerIOMixin`、按 rank 换上不同的收发函数，因为组合让测试和演示能换一套收发（两份完整模型当两个 rank）。`python/minisgl/scheduler/io.py` · `SchedulerIOMixin`
+# - 我们在转发之前握手，PUB/SUB 设 `hwm=0`；上游启动时只做一次 barrier，用 ZMQ 默认的高水位 1000（还先广播条数、再转发其余的帧），因为 barrier 通过时订阅未必已经生效，一步超过 1000 帧时默认值会丢帧，两种情况其他 rank 都会永远等下去。`python/minisgl/server/launch.py` · `_run_scheduler`，`python/minisgl/scheduler/io.py` · `SchedulerIOMixin._recv_msg_multi_rank0`
 # - 请求不合法时我们回 `RejectMsg`；上游对超长的提示只记一行警告、把请求丢掉（客户端一直等），`max_tokens` 超出时截短并记一行警告。`python/minisgl/scheduler/scheduler.py` · `Scheduler._process_one_msg`
 # - decode 批按接纳顺序；上游（20fcd7f）按 `Req` 的 set 迭代，各 rank 的顺序可能不同。`python/minisgl/scheduler/decode.py` · `DecodeManager.schedule_next_batch`
 
@@ -289,7 +296,7 @@ run("python -m pytest -q --color=no tests/test_ch14_scheduler_io.py -k io_checks
 # %% [markdown]
 # ## 怎么讲清楚
 #
-# 多个 TP rank 各跑一个调度器，它们每一步必须拼出一模一样的批，否则 all_reduce 会把不同请求的部分和加在一起。三件事保证这一点：只有 rank 0 收外界的消息，原样转发给其他 rank，并用 gloo 广播每一步的条数，于是同一条消息在所有 rank 的同一步处理；空闲时大家等在 ZMQ 上，第一条不计数，避开 gloo 的超时；拼批只依赖消息本身，不依赖 set 顺序、地址这类进程本地的东西。代价是每步一次整数的广播，本章的运行里它只占 decode 一步的一小部分。
+# 多个 TP rank 各跑一个调度器，它们每一步必须拼出一模一样的批，否则 all_reduce 会把不同请求的部分和加在一起。三件事保证这一点：只有 rank 0 收外界的消息，原样转发给其他 rank，并用 gloo 广播每一步的条数，于是同一条消息在所有 rank 的同一步处理；空闲时大家等在 ZMQ 上，第一条不计数，避开 gloo 的超时；拼批只依赖消息本身，不依赖 set 顺序、地址这类进程本地的东西。代价是每步一次整数的广播，本章在 CPU 上的运行里约占 decode 一步的 1%，GPU 上一步更短，占比要大一个数量级左右。
 
 # %% [markdown]
 # ## 练习
@@ -302,7 +309,7 @@ run("python -m pytest -q --color=no tests/test_ch14_scheduler_io.py -k io_checks
 #
 #     1. 好处：一次集合通信同时送到条数和内容，不需要 PUB/SUB，也就没有迟到的订阅者。坏处：gloo 广播要先知道长度（要么先广播长度、再广播内容，两次），大的提示每步都要经 gloo 复制给每个 rank；上游的做法让大块字节走 ZMQ，gloo 只传一个整数。
 #     2. 它的结果没有处理，资源也没还：`run_forever` 返回时状态原样留着。调用方接着调用 `shutdown()`，先等在途的前向做完再拆引擎；要继续服务，再调用一次 `run_forever()`，下一步就会处理它。
-#     3. 每步把这一批的哈希（例如 uid 和本步 token 数的一个 64 位摘要）放进一个 int64 张量，all_reduce 求最小值和最大值，两者不等就报错。它和条数广播一样是一个整数的集合通信，每步多几百微秒；也可以只在调试时打开，或每隔 k 步查一次。
+#     3. 每步把这一批的哈希（例如 uid 和本步 token 数的一个 64 位摘要）放进一个 int64 张量，对 `[h, -h]` 做一次 all_reduce(MIN)，得到最小值和负的最大值，两者不等就报错。它和条数广播一样是一个整数的集合通信，每步多几百微秒；也可以只在调试时打开，或每隔 k 步查一次。
 #
 # ### 本章的判题练习
 #

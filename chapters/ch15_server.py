@@ -211,7 +211,7 @@ BAD = {
     "不认识的字段": {"messages": STORY, "frobnicate": True},
     "messages 为空": {"messages": []},
     "top_k=0": {"messages": STORY, "top_k": 0},
-    "presence_penalty=1": {"messages": STORY, "presence_penalty": 1},
+    "不支持的参数": {"messages": STORY, "presence_penalty": 1},
 }
 for name, body in BAD.items():
     kwargs = {"content": body, "headers": {"content-type": "application/json"}} if isinstance(body, bytes) else {"json": body}

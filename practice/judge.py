@@ -216,6 +216,13 @@ def print_verdict(s: Session, ex: Exercise, verdict: Verdict, progress: Progress
 # ---------------------------------------------------------------------------
 
 
+def _local_mark(ex) -> str:
+    """清单里标在题目后面：要 torch 的题，或者因为别的原因只能在本地做的题（网页上没有编辑框）。"""
+    if ex.stdlib_only:
+        return ""
+    return "（只能在本地做）" if getattr(ex, "local_only_reason", "") else "（需 torch）"
+
+
 def cmd_list(args: argparse.Namespace, s: Session) -> int:
     progress = s.progress()
     titles = chapter_titles()
@@ -224,7 +231,7 @@ def cmd_list(args: argparse.Namespace, s: Session) -> int:
     for ex in s.exercises:
         status = progress.peek(ex).get("status")
         icon = {"passed": "✅", "failed": "❌"}.get(status, "·")
-        title = ex.title + ("" if ex.stdlib_only else "（需 torch）")
+        title = ex.title + _local_mark(ex)
         rows.append((icon, ex.code, title, chapter_label(ex.chapter, titles), ex.difficulty))
     widths = [max(cli.display_width(row[i]) for row in [header, *rows]) for i in range(len(header))]
 
@@ -236,8 +243,8 @@ def cmd_list(args: argparse.Namespace, s: Session) -> int:
     print(bold(line(header)))
     for ex, row in zip(s.exercises, rows):
         text = line(row)
-        if not ex.stdlib_only:  # 颜色在对齐之后加：控制符不占列宽
-            text = text.replace("（需 torch）", dim("（需 torch）"), 1)
+        if _local_mark(ex):  # 颜色在对齐之后加：控制符不占列宽
+            text = text.replace(_local_mark(ex), dim(_local_mark(ex)), 1)
         print(text)
     print()
     done, total = progress.done_count(s.exercises), len(s.exercises)

@@ -1,5 +1,6 @@
-"""每一章：用 steps.py check 单独搭出这一章的树，跑它的 main 和它的测试（修改了前几章文件的一章，
-连同前几章的测试一起重跑）；再确认 notebook 与源同步、书页的组成部分齐全。"""
+"""每一章：用 steps.py check 单独搭出这一章的树，跑它的 main 和它的测试；再确认 notebook 与源同步、
+书页的组成部分齐全。同一件事只做一遍：同一次 pytest 里这一章的 notebook 已经跑了的 main 和测试，这里不再跑
+（规则见 _ran_by_notebook_in_this_session）；前几章的测试只在最后一个修改了前几章文件的章的树里重跑一次。"""
 
 import re
 import subprocess
@@ -27,20 +28,23 @@ def _rerun_chapter(chapters: list[C.Chapter]) -> C.Chapter | None:
 RERUN_IN = _rerun_chapter(WRITTEN)
 
 
-def notebook_runs(ch: C.Chapter) -> tuple[bool, bool]:
-    """这一章的 notebook 会不会照原样跑（没有 NBVAL_SKIP 的单元里的 run(...)）：
-    （本章的 main，本章的全部测试）。只认最朴素的写法，认不出就当没跑——最多多跑一遍，不会少查。"""
+def notebook_runs(ch: C.Chapter, sources: list[str] | None = None) -> tuple[bool, bool | str]:
+    """这些 notebook 单元（默认：.ipynb 里 nbval 不跳过的代码单元）里的 run(...) 照原样跑了什么：
+    （本章的 main 跑没跑，本章的测试：True = 整个文件，"表达式" = 只跑 -k 选中的，False = 没跑）。
+    只认最朴素的写法，认不出就当没跑——最多多跑一遍，不会少查。"""
     import ast
     import shlex
 
-    import jupytext
+    import nbformat
 
-    main = tests = False
-    for cell in jupytext.read(ch.notebook).cells:
-        if cell.cell_type != "code" or "NBVAL_SKIP" in cell.source:
-            continue
+    if sources is None:
+        cells = [c for c in nbformat.read(ch.ipynb, as_version=4).cells if c.cell_type == "code"]
+        sources = [c.source for c in cells if "NBVAL_SKIP" not in c.source
+                   and "nbval-skip" not in c.metadata.get("tags", [])]
+    main, tests = False, False
+    for source in sources:
         try:
-            tree = ast.parse(cell.source)
+            tree = ast.parse(source)
         except SyntaxError:
             continue
         for node in ast.walk(tree):
@@ -50,20 +54,46 @@ def notebook_runs(ch: C.Chapter) -> tuple[bool, bool]:
                 continue
             words = shlex.split(node.args[0].value)
             main = main or words == ["python", ch.main]
-            if words[:3] == ["python", "-m", "pytest"]:
-                rest = " ".join(words[3:]).replace("-p no:cacheprovider", "").split()
-                # 只有这几个不改变“跑哪些测试”的选项；-k、-x、别的路径都不算跑了全部
-                tests = tests or sorted(w for w in rest if w not in ("-q", "--color=no")) == [ch.test_file]
+            if words[:3] != ["python", "-m", "pytest"]:
+                continue
+            args, k = words[3:], None
+            if "-k" in args:  # 至多一个 -k
+                at = args.index("-k")
+                k = args[at + 1] if at + 1 < len(args) else ""
+                args = args[:at] + args[at + 2:]
+                if "-k" in args or not _k_is_safe(k, ch):
+                    continue
+            # 只许这几个不改变“跑哪些测试”的选项；-x、-m、别的路径都不算
+            args = " ".join(args).replace("-p no:cacheprovider", "").split()
+            if sorted(w for w in args if w not in ("-q", "--color=no")) != [ch.test_file]:
+                continue
+            if k is None:
+                tests = True
+            elif tests is False:
+                tests = k
     return main, tests
 
 
-def _ran_by_notebook_in_this_session(ch: C.Chapter, request) -> tuple[bool, bool]:
-    """本次 pytest 也执行这一章的 notebook（README 的 `python -m pytest` 就是这样），而且 notebook 用的
-    build/chNN 与快照一致：notebook 里照原样跑过的 main 和测试，这里不再跑第二遍。单独跑 tests/ 时照常全跑。"""
-    executed = any(getattr(item, "path", None) == ch.ipynb for item in request.session.items)
-    if not executed or C.local_edits(ch.build_dir):
+def _k_is_safe(expr: str, ch: C.Chapter) -> bool:
+    """-k 按子串匹配测试名和它上层的目录名；notebook 在 build/chNN/ 里跑，steps.py check 在 build/check/chNN/ 里跑。
+    表达式里的词碰到这些目录名，两边选中的就可能不同：这时不拆，整个文件照跑。"""
+    words = set(re.findall(r"[\w.\[\]-]+", expr)) - {"and", "or", "not"}
+    dirs = {"build", "check", "tests", ch.build_dir.name, REPO.name}
+    return bool(words) and not any(w.lower() in d.lower() for w in words for d in dirs)
+
+
+def _ran_by_notebook_in_this_session(ch: C.Chapter, request) -> tuple[bool, bool | str]:
+    """规则：本次 pytest 选中了这一章 notebook 的某个单元（nbval 的测试项，-k、--deselect、只跑 tests/ 之后
+    剩下的那些；nbval 不跳过），单元里 run("python <main>") 或 run("python -m pytest … <本章的测试文件>")，
+    而且 notebook 用的 build/chNN 与快照一致：这个 main、这些测试这里不跑第二遍。run() 在命令失败时抛异常，
+    那个单元、这次 pytest 就失败——不管它的输出比不比较（NBVAL_IGNORE_OUTPUT），main 和测试都照样检查过。
+    notebook 的单元没被选中（单独跑 tests/、-k 只选了这个测试）时，这里照常全跑。"""
+    sources = [item.cell.source for item in request.session.items
+               if getattr(item, "path", None) == ch.ipynb and hasattr(item, "cell")
+               and not getattr(item, "options", {}).get("skip")]
+    if not sources or C.local_edits(ch.build_dir):
         return False, False
-    return notebook_runs(ch)
+    return notebook_runs(ch, sources)
 
 
 @pytest.mark.parametrize("ch", WRITTEN, ids=[c.name for c in WRITTEN])
@@ -72,15 +102,19 @@ def test_chapter_builds_runs_and_passes_its_tests(ch, request):
     前几章的测试只在最后一个修改了前几章文件的章的树里重跑（全部重跑一遍就够了，省下 CI 的时间）；
     读者的 steps.py check 仍然逐章重跑。"""
     rerun = RERUN_IN is not None and ch.number == RERUN_IN.number
-    skip_main, skip_tests = _ran_by_notebook_in_this_session(ch, request)
+    skip_main, tests = _ran_by_notebook_in_this_session(ch, request)
+    skip_tests = tests is True
     args = (["check", str(ch.number), "--rerun-all" if rerun else "--no-rerun"]
-            + ["--skip-main"] * skip_main + ["--skip-own-tests"] * skip_tests)
+            + ["--skip-main"] * skip_main + ["--skip-own-tests"] * skip_tests
+            + (["--skip-own-k", tests] if isinstance(tests, str) else []))
     proc = subprocess.run([sys.executable, str(REPO / "tools" / "steps.py"), *args],
                           capture_output=True, text=True, cwd=REPO)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert "合计：1 章通过，0 章失败" in proc.stdout
     if skip_tests:
         assert "本章的跳过（--skip-own-tests）" in proc.stdout
+    elif isinstance(tests, str):  # notebook 跑了 -k 选中的那些，这里跑其余的（可能一个不剩）
+        assert re.search(r"测试：本章 (\d+ 通过|0 个)（-k 选中的跳过", proc.stdout), proc.stdout[-2000:]
     else:
         assert re.search(r"测试：本章 \d+ 通过", proc.stdout), proc.stdout[-2000:]
     if rerun:
@@ -92,6 +126,13 @@ def test_notebooks_run_what_the_chapter_check_skips():
     seen = [notebook_runs(ch) for ch in WRITTEN]
     assert seen[0] == (True, True), "第 0 章的 notebook 照原样跑 main 和全部测试"
     assert sum(main for main, _ in seen) >= len(WRITTEN) // 2
+    assert all(t is True or t is False or ch.number > 6 for ch, (_, t) in zip(WRITTEN, seen))
+
+
+def test_k_expressions_that_could_match_directory_names_are_not_split():
+    ch = WRITTEN[0]
+    assert _k_is_safe("race or last_request", ch)
+    assert not _k_is_safe("check", ch) and not _k_is_safe("not uild", ch) and not _k_is_safe("", ch)
 
 
 @pytest.mark.parametrize("ch", WRITTEN, ids=[c.name for c in WRITTEN])
@@ -154,3 +195,22 @@ def test_markdown_only_sync_keeps_outputs_and_refuses_code_changes(tmp_path):
     jupytext.write(nb, py, fmt="py:percent")
     with pytest.raises(cli.UserError, match="代码单元变了"):
         notebook.sync_markdown(copy)
+
+
+def test_output_of_returns_what_run_printed_without_running_again(tmp_path, monkeypatch, capsys):
+    """notebook 后面的单元要用 main 的输出时，output_of 给出前面 run() 的那一次，不再跑第二遍。"""
+    from minibook import page
+
+    monkeypatch.setitem(page._current, "tree", tmp_path)
+    monkeypatch.setattr(page, "_outputs", {})
+    counter = tmp_path / "runs.txt"
+    command = f"echo x >> {counter}; wc -l < {counter}"
+    page.run(command)
+    assert capsys.readouterr().out.strip() == "1"
+    assert page.output_of(command).strip() == "1" and counter.read_text().count("x") == 1
+    with pytest.raises(RuntimeError, match="前面没有成功运行过"):
+        page.output_of("python examples/never_ran.py")
+    with pytest.raises(RuntimeError, match="命令失败"):
+        page.run("exit 3")
+    with pytest.raises(RuntimeError, match="前面没有成功运行过"):
+        page.output_of("exit 3")

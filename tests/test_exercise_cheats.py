@@ -1637,6 +1637,22 @@ def dispatch(msgs, add_req, abort_req):
     Cheat("042_dispatch_msgs", "什么异常都当成拒绝", patched(
         "042_dispatch_msgs", "except ValueError as e:", "except Exception as e:"),
         expect="应该抛出 SchedulerBug", full=True),
+    Cheat("042_dispatch_msgs", "只在最外层检查消息类型，包里不认识的悄悄跳过", """
+def dispatch(msgs, add_req, abort_req):
+    # cheat: TypeError only at top level; unknown kinds inside batches silently ignored
+    for m in msgs:
+        if m[0] not in ("user", "abort", "exit", "batch"): raise TypeError(m[0])
+    rejects = []
+    def one(m):
+        if m[0] == "batch": return all(one(x) for x in m[1])
+        if m[0] == "exit": return False
+        if m[0] == "user":
+            try: add_req(m[1], m[2])
+            except ValueError as e: rejects.append((m[1], str(e)))
+        elif m[0] == "abort": abort_req(m[1])
+        return True
+    return rejects, all(one(m) for m in msgs)
+""", expect="包里嵌套的不认识的消息", full=True),
     # ---- 043 按条数对齐
     Cheat("043_count_agreement", "其他 rank 有多少取多少（不按广播的条数）", patched(
         "043_count_agreement", "    count = broadcast(0)\n    return first + [sub.get() for _ in range(count)]",
@@ -1644,6 +1660,29 @@ def dispatch(msgs, add_req, abort_req):
     Cheat("043_count_agreement", "阻塞等到的第一条也算进广播的条数", patched(
         "043_count_agreement", "broadcast(len(rest))", "broadcast(len(first + rest))"),
         expect="同一步收到的消息必须相同", full=True),
+    Cheat("043_count_agreement", "空闲的 rank ≥ 1 先进广播，第一条也计数", """
+def receive(rank, blocking, inbox, pub, sub, broadcast):
+    # cheat: first message counted; idle ranks wait inside the collective
+    if rank == 0:
+        msgs = ([inbox.wait()] if blocking else []) + inbox.poll()
+        for m in msgs: pub.put(m)
+        broadcast(len(msgs))
+        return msgs
+    n = broadcast(0)
+    return [sub.get() for _ in range(n)]
+""", expect="就进了 broadcast", full=True),
+    Cheat("043_count_agreement", "空闲的 rank ≥ 1 先进广播，再等第一条", """
+def receive(rank, blocking, inbox, pub, sub, broadcast):
+    if rank == 0:
+        first = [inbox.wait()] if blocking else []
+        rest = inbox.poll()
+        for m in first + rest: pub.put(m)
+        broadcast(len(rest))
+        return first + rest
+    n = broadcast(0)   # idle rank waits in the collective, not on sub
+    first = [sub.get()] if blocking else []
+    return first + [sub.get() for _ in range(n)]
+""", expect="就进了 broadcast", full=True),
     # ---- 044 握手
     Cheat("044_late_subscriber", "只睡 50 ms，不确认订阅生效", """
 import time
@@ -1655,6 +1694,33 @@ def handshake(rank, pub, sub, all_reduce_min):
     Cheat("044_late_subscriber", "不读掉晚到的探针", patched(
         "044_late_subscriber", "        while sub.get() != READY:  # 读掉晚到的探针\n            pass",
         "        pass"), expect="不是真消息", full=True),
+    Cheat("044_late_subscriber", "固定睡 0.35 秒", """
+import time
+def handshake(rank, pub, sub, all_reduce_min):
+    time.sleep(0.35)   # fixed sleep > judge's max join delay (0.3 s)
+    all_reduce_min(1)
+""", expect="订阅还没生效", full=True),
+    Cheat("044_late_subscriber", "固定睡 2 秒", """
+import time
+def handshake(rank, pub, sub, all_reduce_min):
+    time.sleep(2.0)   # fixed sleep > judge's max join delay (0.3 s)
+    all_reduce_min(1)
+""", expect="握手才返回", full=True),
+    Cheat("044_late_subscriber", "不发“准备好了”，只读掉已经到了的探针", """
+import time
+def handshake(rank, pub, sub, all_reduce_min):
+    heard = rank == 0
+    while True:
+        if rank == 0:
+            pub.put(b"\\x00p")
+        elif not heard:
+            time.sleep(0.002); heard = not sub.empty()
+        if all_reduce_min(int(heard)) == 1:
+            break
+    if rank != 0:
+        while not sub.empty():   # drain probes without a READY frame
+            sub.get()
+""", expect="不是真消息", full=True),
 
     # ---- 045 SSE
     Cheat("045_sse_stream", "每一块收到就解码（一个汉字的 UTF-8 字节被切开）", """

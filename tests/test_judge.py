@@ -162,6 +162,22 @@ def test_a_bad_time_limit_is_a_user_error(tmp_path, value):
         judging.load_exercises(judge.parent / "exercises.toml")
 
 
+def _with_field(slug: str, line: str):
+    def edit(text: str) -> str:
+        head = f'slug = "{slug}"\n'
+        assert head in text
+        return text.replace(head, head + line + "\n")
+    return edit
+
+
+@pytest.mark.parametrize("slug,value", [("req_lengths", '"浏览器里没有它"'),  # 只给 stdlib_only = false 的题
+                                        ("causal_attention", "3")])
+def test_a_bad_local_only_reason_is_a_user_error(tmp_path, slug, value):
+    judge = copy_practice(tmp_path / "practice", edit=_with_field(slug, f"local_only_reason = {value}"))
+    with pytest.raises(judging.UserError, match="local_only_reason"):
+        judging.load_exercises(judge.parent / "exercises.toml")
+
+
 def _slow_to_start(tmp_path: Path, seconds: float, limit: str):
     """practice/ 的拷贝：req_lengths 的 test.py 在开始评测之前先睡 seconds 秒（像冷启动时 import torch）。"""
     judge = copy_practice(tmp_path / "practice", edit=_with_limit(CLI.slug, limit))

@@ -253,11 +253,9 @@ def mkdocs_build(root: Path, site_dir: Path) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def real_site(tmp_path_factory):
-    """真仓库的网站，构建到临时目录。"""
-    out = tmp_path_factory.mktemp("real") / "site"
-    mkdocs_build(REPO, out)
-    return out
+def real_site(real_site_dir):
+    """真仓库的网站，构建到临时目录（tests/conftest.py：整个会话构建一次，浏览器里的练习也用它）。"""
+    return real_site_dir
 
 
 @pytest.fixture(scope="module")

@@ -318,6 +318,16 @@ def test_check_skips_what_it_is_told_the_notebook_ran(book, steps_module, capsys
     assert steps_module.main(["check", "2", "--skip-own-tests", "--no-rerun"]) == 0
 
 
+def test_check_skip_own_k_skips_only_the_chapters_own_selected_tests(book, steps_module, capsys):
+    """--skip-own-k：本章测试里 -k 选中的不跑（notebook 跑过）；前几章的同名测试照样重跑；一个不剩也算通过。"""
+    assert steps_module.main(["check", "1", "--skip-own-k", "ok"]) == 0
+    assert "测试：本章 1 通过（-k 选中的跳过：ok）" in capsys.readouterr().out
+    assert steps_module.main(["check", "2", "--skip-own-k", "ok"]) == 1  # 第 1 章的 test_ok 照跑，另一个失败
+    assert "测试：本章 0 个（-k 选中的跳过：ok）；前几章 1 通过，1 失败" in capsys.readouterr().out
+    assert steps_module.main(["check", "2", "--no-rerun", "--skip-own-k", "ok"]) == 0
+    assert "测试：本章 0 个（-k 选中的跳过：ok）（按 --no-rerun" in capsys.readouterr().out
+
+
 def test_check_fails_on_a_broken_main_and_keeps_the_readers_tree(book, steps_module, capsys):
     tmp, _ = book
     write(tmp / "snapshots/ch01_one/examples/ch01_one.py", "raise SystemExit('main 坏了')\n")

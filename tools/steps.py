@@ -180,14 +180,15 @@ class Report:
         return not self.error and bool(self.main_ok) and bool(self.tests_ok)
 
 
-def _run_step(cmd: list[str], tree: Path, timeout: float, label: str) -> tuple[bool, str]:
+def _run_step(cmd: list[str], tree: Path, timeout: float, label: str) -> tuple[int | None, str]:
+    """（退出码，输出）；超时的退出码是 None。"""
     try:
         with cli.progress(label):
             proc = subprocess.run(cmd, cwd=tree, env=_tree_env(tree), capture_output=True, text=True,
                                   timeout=timeout)
     except subprocess.TimeoutExpired:
-        return False, f"超过 {timeout:.0f} 秒没有结束"
-    return proc.returncode == 0, proc.stdout + proc.stderr
+        return None, f"超过 {timeout:.0f} 秒没有结束"
+    return proc.returncode, proc.stdout + proc.stderr
 
 
 def _tail(text: str, n: int = 25) -> str:
@@ -212,12 +213,13 @@ def _read_junit(path: Path, own_module: str) -> tuple[TestCounts, TestCounts]:
 
 
 def check_chapter(ch: C.Chapter, chapters: list[C.Chapter], rerun: bool | str = True,
-                  skip_main: bool = False, skip_own_tests: bool = False) -> Report:
+                  skip_main: bool = False, skip_own_tests: bool = False, skip_own_k: str = "") -> Report:
     """在 build/check/ 里单独搭这一章（不碰读者的 build/chNN），跑 main，再跑测试。
 
     本章修改了前几章就有的文件，前几章的测试才可能被它弄坏，这时重跑树里的全部测试；
     只新建文件的一章只跑它自己的测试。rerun="all"：前面每一章的测试都在这棵树里重跑。
-    skip_main / skip_own_tests：这一章的 notebook 已经在同一棵树里跑过它们（给 CI 用，同一件事不做两遍）。
+    skip_main / skip_own_tests：这一章的 notebook 已经在同一棵树里跑过它们（给 CI 用，同一件事不做两遍）；
+    skip_own_k：本章的测试里 notebook 跑过的那一部分（pytest -k 表达式），只跑其余的。
     """
     report = Report(ch)
     start = time.monotonic()
@@ -239,7 +241,8 @@ def check_chapter(ch: C.Chapter, chapters: list[C.Chapter], rerun: bool | str = 
         report.main_ok, report.main_skipped = True, True
         print(f"  main：{ch.main}  跳过（--skip-main）", flush=True)
     else:
-        report.main_ok, out = _run_step([sys.executable, ch.main], tree, MAIN_TIMEOUT, f"  main：python {ch.main}")
+        code, out = _run_step([sys.executable, ch.main], tree, MAIN_TIMEOUT, f"  main：python {ch.main}")
+        report.main_ok = code == 0
         print(f"  main：{ch.main}  {'通过' if report.main_ok else '失败'}（{time.monotonic() - t:.1f} 秒）",
               flush=True)
         if not report.main_ok:
@@ -263,9 +266,12 @@ def check_chapter(ch: C.Chapter, chapters: list[C.Chapter], rerun: bool | str = 
     junit = tree / JUNIT
     label = (f"  测试：第 {report.rerun_range} 章的测试" if skip_own_tests
              else f"  测试：本章与第 {report.rerun_range} 章的测试" if rerun else f"  测试：{ch.test_file}")
-    ok, out = _run_step([sys.executable, "-m", "pytest", "-q", "--rootdir=.", f"--junitxml={junit}", *targets],
-                        tree, TEST_TIMEOUT, label)
     own_module = Path(ch.test_file).stem
+    # 只去掉本章测试文件里被选中的那些：前几章的测试不受这个表达式影响
+    select = ["-k", f"not ({own_module} and ({skip_own_k}))"] if skip_own_k and not skip_own_tests else []
+    code, out = _run_step([sys.executable, "-m", "pytest", "-q", "--rootdir=.", f"--junitxml={junit}", *select,
+                           *targets], tree, TEST_TIMEOUT, label)
+    ok = code == 0 or (bool(select) and code == 5)  # 5：-k 把剩下的都去掉了（全在 notebook 里跑过）
     try:
         report.own, earlier = _read_junit(junit, own_module)
     except (OSError, ET.ParseError):
@@ -274,9 +280,11 @@ def check_chapter(ch: C.Chapter, chapters: list[C.Chapter], rerun: bool | str = 
     # 一个测试都没跑（测试文件是空的、收集出错）也算失败：本章的测试至少要有一个通过，
     # 本章的跳过时，重跑的前几章的测试至少要有一个通过
     counted = report.earlier if skip_own_tests else report.own
-    report.tests_ok = ok and report.own is not None and counted is not None and counted.passed > 0
+    report.tests_ok = (ok and report.own is not None and counted is not None
+                       and (counted.passed > 0 or bool(select) and counted.total == 0))
     seconds = f"{time.monotonic() - t:.1f} 秒"
-    own = "本章的跳过（--skip-own-tests）" if skip_own_tests else f"本章 {report.own}"
+    own = ("本章的跳过（--skip-own-tests）" if skip_own_tests
+           else f"本章 {report.own}（-k 选中的跳过：{skip_own_k}）" if skip_own_k else f"本章 {report.own}")
     if report.own is None:
         print(f"  测试：没有测试结果（{seconds}）")
     elif rerun_all:
@@ -327,7 +335,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(f"\n第 {ch.number} 章「{ch.title}」", flush=True)
         rerun = "all" if args.rerun_all else not args.no_rerun
         report = check_chapter(ch, chapters, rerun=rerun, skip_main=args.skip_main,
-                               skip_own_tests=args.skip_own_tests)
+                               skip_own_tests=args.skip_own_tests, skip_own_k=args.skip_own_k)
         if report.error:
             print(f"  错误：{report.error}")
         reports.append(report)
@@ -384,6 +392,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--skip-main", action="store_true", help="不跑 main（给 CI 用：notebook 已经在同样的树里跑过）")
     p.add_argument("--skip-own-tests", action="store_true",
                    help="不跑本章自己的测试（给 CI 用：notebook 已经在同样的树里跑过）")
+    p.add_argument("--skip-own-k", metavar="表达式", default="",
+                   help="本章的测试里跳过 pytest -k 选中的那些（给 CI 用：notebook 已经在同样的树里跑过）")
     p.set_defaults(func=cmd_check)
     return cli.dispatch(parser, argv)
 

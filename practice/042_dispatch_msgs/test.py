@@ -117,6 +117,9 @@ def run(mod: object) -> None:
     sched = FakeScheduler(10)
     check_raises(TypeError, dispatch, [("ping", 1)], sched.add_req, sched.abort_req,
                  what="不认识的消息 ('ping', 1)")
+    sched = FakeScheduler(10)
+    check_raises(TypeError, dispatch, [("batch", [("user", 1, 5), ("batch", [("ping",)])])],
+                 sched.add_req, sched.abort_req, what="包里嵌套的不认识的消息 ('ping',)")
 
 
 if __name__ == "__main__":

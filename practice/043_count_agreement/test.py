@@ -76,6 +76,7 @@ class Sub:
                 self.cond.notify_all()
 
     def get(self) -> str:
+        _local.got_from_sub = True
         with self.cond:
             if not self.cond.wait_for(lambda: self.visible, timeout=WAIT_S):
                 raise Stuck("rank ≥ 1 在 sub.get() 里等了几秒也没有等到 rank 0 转发的消息")
@@ -104,8 +105,11 @@ class Broadcast:
     def __init__(self, world: int) -> None:
         self.barrier = threading.Barrier(world, timeout=WAIT_S)
         self.value = None
+        self.idle_waits_here = False  # 空闲的 rank ≥ 1 没等 sub.get() 就进了广播
 
     def __call__(self, rank: int, n: int) -> int:
+        if rank > 0 and getattr(_local, "blocking", False) and not getattr(_local, "got_from_sub", True):
+            self.idle_waits_here = True
         try:
             if rank == 0:
                 self.value = n
@@ -129,7 +133,7 @@ def rank_loop(rank, receive, inbox, pub, sub, broadcast, rng, log, errors) -> No
     try:
         while True:
             blocking = work == 0
-            _local.blocking = blocking
+            _local.blocking, _local.got_from_sub = blocking, False
             msgs = receive(rank, blocking, inbox if rank == 0 else None, pub if rank == 0 else None,
                            sub, lambda n: broadcast(rank, n))
             _local.blocking = True
@@ -187,6 +191,8 @@ def trial(receive, world: int, seed: int, n_msgs: int) -> None:
             check(a == b, f"{world} 个 rank：第 {step} 步 rank 0 收到 {short(a)}，rank {r} 收到 {short(b)}"
                           "——同一步收到的消息必须相同")
     check(not errors, f"{world} 个 rank：" + "；".join(errors[:3]))
+    check(not broadcast.idle_waits_here, "blocking=True 时 rank ≥ 1 还没 sub.get() 到第一条就进了 broadcast："
+                                         "空闲的 rank 要等在 sub.get() 上，集合通信有超时")
     check(not inbox.bad_wait, "blocking=False 时 rank 0 调用了 inbox.wait()：有活要干时不该等消息")
     for r in range(1, world):
         check(len(logs[0]) == len(logs[r]), f"rank 0 走了 {len(logs[0])} 步，rank {r} 走了 {len(logs[r])} 步")

@@ -1,5 +1,6 @@
-"""练习 044 的评测：线程扮演 2–4 个 rank，每个订阅端在随机的时刻（最晚到 0.3 秒）才生效，
-生效之前发出的帧直接丢掉。握手之后 rank 0 发 20 条真消息，每个 rank 都要一条不少、按顺序收到。
+"""练习 044 的评测：线程扮演 2–4 个 rank，每个订阅端在随机的时刻（有一次晚到 1.5 秒）才生效，
+生效之前发出的帧直接丢掉，生效之后的帧过 0.5–4 ms 才送到（顺序不变）。握手之后 rank 0 发 20 条
+真消息，每个 rank 都要一条不少、按顺序收到；握手要在最后一个订阅生效之后不久就返回（不靠久睡）。
 
 用法：python test.py 要评测的文件.py   （judge.py 会替你做）
 """
@@ -7,6 +8,7 @@
 from __future__ import annotations
 
 import collections
+import queue
 import random
 import sys
 import threading
@@ -18,6 +20,7 @@ from judgekit import check, check_type, main, require, short
 
 SEED = 2044
 WAIT_S = 5.0
+RETURN_WITHIN_S = 1.0  # 最后一个订阅生效之后，握手最多再用这么久（参考答案只要几毫秒）
 
 
 class Stuck(Exception):
@@ -25,20 +28,31 @@ class Stuck(Exception):
 
 
 class Sub:
-    """订阅端：join_at 之前发出的帧丢掉（订阅还没生效），之后的按顺序送达。"""
+    """订阅端：join_at 之前发出的帧丢掉（订阅还没生效），之后的过一小段随机延迟按顺序送达。"""
 
-    def __init__(self, join_at: float) -> None:
-        self.join_at, self.frames = join_at, collections.deque()
+    def __init__(self, join_at: float, rng: random.Random) -> None:
+        self.join_at, self.rng, self.frames = join_at, rng, collections.deque()
         self.cond = threading.Condition()
-        self.dropped = 0
+        self.dropped, self.last_due = 0, 0.0
+        self.in_flight: queue.Queue = queue.Queue()
+        threading.Thread(target=self._deliver, daemon=True).start()
 
     def offer(self, frame: bytes) -> None:
         with self.cond:
-            if time.perf_counter() < self.join_at:
+            now = time.perf_counter()
+            if now < self.join_at:
                 self.dropped += 1
                 return
-            self.frames.append(frame)
-            self.cond.notify_all()
+            self.last_due = max(self.last_due, now + self.rng.uniform(0.0005, 0.004))
+            self.in_flight.put((self.last_due, frame))
+
+    def _deliver(self) -> None:  # 按发出的顺序，到点才放出来
+        while True:
+            due, frame = self.in_flight.get()
+            time.sleep(max(0.0, due - time.perf_counter()))
+            with self.cond:
+                self.frames.append(frame)
+                self.cond.notify_all()
 
     def empty(self) -> bool:
         with self.cond:
@@ -94,17 +108,19 @@ class AllReduceMin:
 REAL = [f"msg-{i}".encode() for i in range(20)]
 
 
-def trial(handshake, world: int, delays: list[float]) -> None:
+def trial(handshake, world: int, delays: list[float], rng: random.Random) -> None:
     start = time.perf_counter()
-    subs = [Sub(start + d) for d in delays]  # rank 1 .. world-1
+    subs = [Sub(start + d, random.Random(rng.random())) for d in delays]  # rank 1 .. world-1
     pub, reduce = Pub(subs), AllReduceMin(world)
     got: dict[int, list[bytes]] = {}
+    returned: dict[int, float] = {}
     errors: list = []
 
     def rank_main(rank: int) -> None:
         try:
             handshake(rank, pub if rank == 0 else None, None if rank == 0 else subs[rank - 1],
                       lambda v: reduce(rank, v))
+            returned[rank] = time.perf_counter()
             reduce(rank, 0)  # 评测自己的同步：所有 rank 都握完手，rank 0 才发真消息
             if rank == 0:
                 for frame in REAL:
@@ -137,15 +153,18 @@ def trial(handshake, world: int, delays: list[float]) -> None:
         check(not missing, f"{setting}：rank {rank} 丢了 {len(missing)} 条真消息（比如 {short(missing[:3])}）"
                            "——握手返回时它的订阅还没生效")
         check(frames == REAL, f"{setting}：rank {rank} 收到的真消息 {short(frames)} 顺序不对或混进了别的帧")
+    late = max(returned.values()) - (start + max(delays))
+    check(late <= RETURN_WITHIN_S, f"{setting}：最后一个订阅生效 {late:.1f} 秒之后握手才返回——"
+                                   "要确认订阅生效了就结束，而不是睡一段固定的长时间")
 
 
 def run(mod: object) -> None:
     handshake = require(mod, "handshake")
     rng = random.Random(SEED)
-    trial(handshake, 2, [0.0])
-    trial(handshake, 2, [0.3])
+    trial(handshake, 2, [0.0], rng)
+    trial(handshake, 2, [1.5], rng)  # 订阅多久生效没有上限：这一次晚到 1.5 秒
     for world in (3, 4, 2):
-        trial(handshake, world, [rng.uniform(0, 0.15) for _ in range(world - 1)])
+        trial(handshake, world, [rng.uniform(0, 0.15) for _ in range(world - 1)], rng)
 
 
 if __name__ == "__main__":

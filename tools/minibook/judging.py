@@ -71,6 +71,7 @@ class Exercise:
     stdlib_only: bool
     folder: Path
     time_limit: float = DEFAULT_TIME_LIMIT
+    local_only_reason: str = ""  # 不是 stdlib_only 的题为什么只能在本地评测；空 = 要用 PyTorch
 
     @property
     def code(self) -> str:
@@ -124,6 +125,9 @@ def load_exercises(manifest: Path = MANIFEST) -> list[Exercise]:
         limit = entry.get("time_limit", DEFAULT_TIME_LIMIT)
         if not (_is(limit, int) or _is(limit, float)) or not 0 < limit < float("inf"):
             raise UserError(f"练习 {index:03d} 的 time_limit「{limit}」应该是一个正数（秒）")
+        reason = entry.get("local_only_reason", "")
+        if not isinstance(reason, str) or (reason and entry["stdlib_only"]):
+            raise UserError(f"练习 {index:03d} 的 local_only_reason 应该是一句话，而且只给 stdlib_only = false 的题")
         ex = Exercise(
             number=index,
             slug=entry["slug"],
@@ -133,6 +137,7 @@ def load_exercises(manifest: Path = MANIFEST) -> list[Exercise]:
             stdlib_only=entry["stdlib_only"],
             folder=manifest.parent / f"{index:03d}_{entry['slug']}",
             time_limit=limit,
+            local_only_reason=reason,
         )
         if not ex.folder.is_dir():
             raise UserError(f"练习 {ex.code} 的文件夹 {show_path(ex.folder)} 不存在：清单 {where} 和目录对不上")

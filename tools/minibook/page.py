@@ -18,7 +18,7 @@ from IPython.display import Markdown
 from minibook import chapters as _chapters
 from minibook.listing import extract
 
-__all__ = ["setup", "header", "tree", "listing", "run", "chapter_dir", "exercises", "pyplot"]
+__all__ = ["setup", "header", "tree", "listing", "run", "output_of", "chapter_dir", "exercises", "pyplot"]
 
 _current: dict = {}
 
@@ -79,8 +79,12 @@ def listing(path: str, symbol: str | None = None) -> Markdown:
     return Markdown(f'{fence}{lang} title="{caption}"\n{code}\n{fence}')
 
 
+_outputs: dict[str, str] = {}
+
+
 def run(command: str, timeout: float = 900) -> None:
-    """在本章的树里运行一条命令并打印它的输出；失败就抛异常，让 notebook 也失败。"""
+    """在本章的树里运行一条命令并打印它的输出；失败就抛异常，让 notebook 也失败。
+    输出记下来：后面的单元要用它（比如检查清单里的数字）时用 output_of(command)，不必再跑一遍。"""
     # ipykernel 设了 FORCE_COLOR 等变量，会让 pytest 之类往输出里写颜色码：在这里去掉
     env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "CLICOLOR_FORCE")}
     env["NO_COLOR"] = "1"
@@ -89,6 +93,14 @@ def run(command: str, timeout: float = 900) -> None:
     print(proc.stdout, end="")
     if proc.returncode != 0:
         raise RuntimeError(f"命令失败（退出码 {proc.returncode}）：{command}\n{proc.stderr[-3000:]}")
+    _outputs[command] = proc.stdout
+
+
+def output_of(command: str) -> str:
+    """这个 notebook 里前面 run(command) 成功时打印的输出（同一次运行，不重跑）。"""
+    if command not in _outputs:
+        raise RuntimeError(f"前面没有成功运行过 run({command!r})")
+    return _outputs[command]
 
 
 def exercises() -> Markdown:

@@ -49,9 +49,11 @@ def exercise_page(ex: Exercise, browser: bool = False) -> str:
 
 
 def local_only_note(ex: Exercise) -> str:
+    why = ex.local_only_reason or (
+        "它要用 PyTorch。网页上的评测跑在浏览器里的 Python（Pyodide）上，而 PyTorch 的核心是 C++ 写的"
+        "原生扩展，没有能在浏览器里运行的版本，Pyodide 也就没有它")
     return ('!!! info "这道题只能在本地评测"\n\n'
-            "    它要用 PyTorch。网页上的评测跑在浏览器里的 Python（Pyodide）上，而 PyTorch 的核心是 C++ 写的"
-            "原生扩展，没有能在浏览器里运行的版本，Pyodide 也就没有它，所以这一页没有编辑框。"
+            f"    {why.rstrip('。')}，所以这一页没有编辑框。"
             f"请在本地用上面的命令做（时间限制 {ex.time_limit:g} 秒）。")
 
 

@@ -107,12 +107,15 @@ def broadcast_round(n: int = 500, interval_s: float = 0.0002, subscribers: int =
             "interval_ms": interval_ms}
 
 
-def hwm_round(n: int = 20_000, payload: int = 0) -> int:
-    """订阅者握手之后不读，发布者一口气发 n 条：订阅者事后能读到几条（其余被 PUB 按高水位丢掉）。"""
+def hwm_round(n: int = 20_000, payload: int = 0, hwm: int | None = None) -> int:
+    """订阅者握手之后不读，发布者一口气发 n 条：订阅者事后能读到几条（其余被 PUB 按高水位丢掉）。
+
+    hwm 原样交给两端的队列：None 是 ZMQ 的默认高水位，0 是不设上限。
+    """
     ipc_dir = new_ipc_dir()
     addr = ipc_addr(ipc_dir, "broadcast")
-    pub = ZmqPubQueue(addr, create=True, encoder=BaseBackendMsg.encoder)
-    sub = ZmqSubQueue(addr, create=False, decoder=BaseBackendMsg.decoder)
+    pub = ZmqPubQueue(addr, create=True, encoder=BaseBackendMsg.encoder, hwm=hwm)
+    sub = ZmqSubQueue(addr, create=False, decoder=BaseBackendMsg.decoder, hwm=hwm)
     try:
         while not sub.socket.poll(1):  # 等订阅生效（发探针直到收到一个）
             pub.put_raw(PROBE)

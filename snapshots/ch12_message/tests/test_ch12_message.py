@@ -385,6 +385,28 @@ def test_pub_sub_drops_what_was_sent_before_the_subscriber_joined(ipc_dir, queue
         assert sub.empty()
 
 
+@pytest.mark.parametrize("hwm", [None, 0])
+def test_pub_sub_high_water_mark(ipc_dir, queues, hwm):
+    """订阅者不读时一口气发 5000 条：默认高水位丢掉一部分，hwm=0 一条不丢。"""
+    addr = ipc_addr(ipc_dir, "broadcast")
+    pub = ZmqPubQueue(addr, create=True, encoder=BaseBackendMsg.encoder, hwm=hwm)
+    sub = ZmqSubQueue(addr, create=False, decoder=BaseBackendMsg.decoder, hwm=hwm)
+    queues += [pub, sub]
+    _wait_until_subscribed(pub, [sub])
+    for uid in range(5000):
+        pub.put(AbortBackendMsg(uid=uid))
+    got = []
+    try:
+        while True:
+            got.append(sub.get(200).uid)
+    except TimeoutError:
+        pass
+    if hwm == 0:
+        assert got == list(range(5000))
+    else:
+        assert 0 < len(got) < 5000 and got == sorted(set(got))  # 丢了一部分，剩下的顺序不变
+
+
 # ---------------------------------------------------------------- asyncio
 
 

@@ -15,6 +15,7 @@ rank 0 从 "backend" 收消息，经 PUB/SUB 原样转发给 rank 1，每一步�
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import multiprocessing as mp
 import os
@@ -173,17 +174,23 @@ def step_hash(phase: str, rows: tuple) -> str:
     return hashlib.sha1(repr((phase, rows)).encode()).hexdigest()[:8]
 
 
-def compare(traces: dict[int, list]) -> tuple[int, int, int | None]:
-    """返回 (步数, 批哈希相同的步数, 第一个不同的步)。"""
+def compare(traces: dict[int, list]) -> tuple[int, list[bool], int | None]:
+    """返回 (步数, 每一步批哈希是否相同, 第一个不同的步)。"""
     a, b = traces[0], traces[1]
     assert len(a) == len(b), f"两个 rank 的步数不同：{len(a)} 对 {len(b)}"
     same = [step_hash(*x[1:]) == step_hash(*y[1:]) for x, y in zip(a, b)]
     first_diff = next((i for i, ok in enumerate(same) if not ok), None)
-    return len(a), sum(same), first_diff
+    return len(a), same, first_diff
+
+
+def kind_of_step(phase: str, rows: tuple) -> str:
+    if phase == "prefill":
+        return "prefill"
+    return "只有一个请求的 decode" if len(rows) == 1 else "多个请求的 decode"
 
 
 def show_steps(traces: dict[int, list], steps: range) -> None:
-    print(f"    {'步':>2}  {'阶段':<7} {'rank 0 的批（uid:本步 token 数）':<34} "
+    print(f"    {'步':>2}  {'阶段':<7} {'rank 0 的批（uid 后两位:本步 token 数）':<30} "
           f"{'rank 0 哈希':<10} rank 1 哈希")
     for i in steps:
         _, phase, rows = traces[0][i]
@@ -222,13 +229,17 @@ def main() -> None:
             outputs[order] = play_traffic(send, recv, uid0=100 * (round_no + 1))
             got = collect(order)
             traces = {rank: got[rank][0] for rank in got}
-            n, same, first = compare(traces)
+            n, same_steps, first = compare(traces)
+            same = sum(same_steps)
             # 第 1 轮必须逐步相同；第 2 轮第一批 decode 就是同样 4 个请求，两个种子下顺序不同
             assert (same == n) == (order == "dict"), (order, same, n)
             title = "decode 批按接纳顺序（dict）" if order == "dict" else \
                 "故意做错：decode 批按 set 的迭代顺序（两个 rank 的 PYTHONHASHSEED 不同）"
             print(f"第 {round_no + 1} 轮：{title}")
             print(f"  两个 rank 各拼了 {n} 批；批哈希逐步相同：{same}/{n}")
+            if first is not None:
+                kinds = collections.Counter(kind_of_step(*traces[0][i][1:]) for i in range(n) if same_steps[i])
+                print("  相同的几步：" + "、".join(f"{k} {v} 步" for k, v in sorted(kinds.items())))
             shown = range(first, min(first + 3, n)) if first is not None else range(0, 6)
             show_steps(traces, shown)
             if first is not None:

@@ -9,13 +9,17 @@
   只有 rank 0 回复；故意让 decode 顺序取决于进程本地的东西（字符串 set，两个 rank 的
   PYTHONHASHSEED 不同），批就不一样了。
 - 迟到的订阅者：调度器启动之前就排好的消息，rank 0 一握手完就转发，rank 1 一条不少。
+- 高水位：一步转发 1000 多条（超过 ZMQ 默认的高水位），rank 1 照样一条不少。
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import queue
 import shutil
+import threading
+import time
 import traceback
 from datetime import timedelta
 
@@ -120,6 +124,29 @@ def serve(rank: int, world: int, ipc_dir: str, overlap: bool, orders: list[str],
                                            num_pages=cm.num_pages, overlap=sched.overlap)))
         sched.shutdown()
         results.put((rank, "exit", None))
+    except BaseException:
+        results.put((rank, "error", traceback.format_exc()))
+
+
+BURST = 3000  # 一步转发的帧要超过 ZMQ 默认的高水位 1000
+
+
+def receive_burst(rank: int, ipc_dir: str, go, results) -> None:
+    """只有 SchedulerIO 的一个 rank：等 go 之后收满 BURST 条，报告每一步收到的 uid。"""
+    try:
+        dist.init_process_group("gloo", init_method=f"file://{ipc_dir}/gloo-init", rank=rank, world_size=2,
+                                timeout=timedelta(seconds=TIMEOUT_S))
+        config = SchedulerConfig(model_path="不加载模型", ipc_dir=ipc_dir)
+        io = SchedulerIO(config, DistributedInfo(rank, 2), dist.group.WORLD)
+        if rank == 0:
+            go.wait()  # 整批消息先堆在 backend 里：第一步就取走一千多条
+        steps, total = [], 0
+        while total < BURST:
+            uids = [m.uid for m in io.receive_msg(blocking=True)]
+            steps.append(uids)
+            total += len(uids)
+        io.stop()
+        results.put((rank, "burst", steps))
     except BaseException:
         results.put((rank, "error", traceback.format_exc()))
 
@@ -241,9 +268,10 @@ def servers():
       启动之前先往 "backend" 排好 50 条消息：rank 0 握手一结束就把它们转发出去（迟到的订阅者）。
     """
     ctx = mp.get_context("spawn")
-    dirs = [new_ipc_dir(), new_ipc_dir()]
-    results = [ctx.Queue(), ctx.Queue()]
+    dirs = [new_ipc_dir(), new_ipc_dir(), new_ipc_dir()]
+    results = [ctx.Queue(), ctx.Queue(), ctx.Queue()]
     players = [Player(d) for d in dirs]
+    go = ctx.Event()
     orders = ["dict", "set"]
     procs = []
     try:
@@ -252,6 +280,7 @@ def servers():
         procs += start(ctx, serve, [(0, 1, dirs[0], False, ["dict"], results[0])])
         procs += start(ctx, serve, [(r, 2, dirs[1], True, orders, results[1]) for r in range(2)],
                        seeds=[0, 1])
+        procs += start(ctx, receive_burst, [(r, dirs[2], go, results[2]) for r in range(2)])
         hf = compute_hf_reference()  # 和加载模型同时做
 
         single = dict(plan=play(players[0], uid0=0), player=players[0])
@@ -265,10 +294,22 @@ def servers():
             rounds[order] = dict(plan=plan, reports=collect(results[1], {0: order, 1: order}))
         players[1].drain()
         collect(results[1], {0: "exit", 1: "exit"})
+
+        def push_burst():  # PUSH 到了它自己的高水位会阻塞（不丢），所以放在线程里
+            for uid in range(BURST):
+                players[2].send.put(AbortBackendMsg(uid))
+
+        threading.Thread(target=push_burst, daemon=True).start()
+        time.sleep(0.3)
+        go.set()
+        try:
+            burst = collect(results[2], {0: "burst", 1: "burst"})
+        except queue.Empty:  # 丢了帧的 rank 永远等下去：留给下面的测试报告
+            burst = None
         codes = finish(procs)
         single["exitcodes"] = codes[:1]
-        two = dict(rounds=rounds, player=players[1], exitcodes=codes[1:])
-        yield dict(single=single, two=two, hf=hf)
+        two = dict(rounds=rounds, player=players[1], exitcodes=codes[1:3])
+        yield dict(single=single, two=two, hf=hf, burst=burst, burst_exitcodes=codes[3:])
     finally:
         finish(procs)
         for player, d in zip(players, dirs):
@@ -382,6 +423,16 @@ def test_late_subscriber_misses_nothing(two_ranks):
     assert early == [("AbortBackendMsg", uid) for uid in EARLY_ABORTS]
     assert first_calls and first_calls[0][0] == ("AbortBackendMsg", EARLY_ABORTS[0])
     assert received[0]["received"] == received[1]["received"]
+
+
+def test_burst_above_high_water_mark_reaches_every_rank(servers):
+    """一步转发的帧超过 ZMQ 默认的高水位 1000：PUB 用默认值会丢帧，rank 1 就等一条不来的帧。"""
+    steps = servers["burst"]
+    assert steps is not None, f"{TIMEOUT_S} 秒内没有收完 {BURST} 条：有的 rank 在等丢掉的帧"
+    assert steps[0] == steps[1]
+    assert [uid for step in steps[0] for uid in step] == list(range(BURST))
+    assert max(len(step) for step in steps[0]) > 1000  # 真的有一步超过了默认高水位
+    assert servers["burst_exitcodes"] == [0, 0]
 
 
 def test_without_ipc_dir_the_scheduler_has_no_io():

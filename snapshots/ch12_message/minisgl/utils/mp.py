@@ -8,6 +8,8 @@
 - get()：收一帧 → msgpack 解码 → decoder(字典) → 消息对象；get_raw() 只收字节，decode() 再解码。
 - get(timeout=毫秒)：这么久没收到就抛 TimeoutError；不给 timeout 就一直等。
 - empty()：现在有没有可以立刻收的消息（不阻塞）。
+- PUB/SUB 可以给 hwm（高水位，条）：None 用 ZMQ 的默认值 1000，0 = 不设上限；
+  PUB 到了上限直接丢掉新消息，所以一步可能转发很多条的地方要给 0。
 - stop()：关套接字；还没发出去的消息最多再等 LINGER_MS 毫秒，对端不在也不会卡死。
 
 地址用 ``ipc://<目录>/<名字>``（Unix 域套接字文件）；目录由 new_ipc_dir() 为每个服务新建，
@@ -64,11 +66,13 @@ class _ZmqEndpoint:
     """一个套接字的创建、bind/connect 与关闭；具体队列只加收发方法。"""
 
     def __init__(self, addr: str, create: bool, socket_type: int, asynchronous: bool = False,
-                 subscribe: bool = False):
+                 subscribe: bool = False, hwm: int | None = None):
         self.addr = addr
         self.context = zmq.asyncio.Context() if asynchronous else zmq.Context()
         self.socket = self.context.socket(socket_type)
         self.socket.setsockopt(zmq.LINGER, LINGER_MS)
+        if hwm is not None:  # 高水位只对之后建立的连接生效，所以必须在 bind/connect 之前设
+            self.socket.setsockopt(zmq.SNDHWM if socket_type == zmq.PUB else zmq.RCVHWM, hwm)
         if subscribe:  # SUB 默认什么都不收；订阅空前缀 = 收全部（在 connect 之前订阅）
             self.socket.setsockopt(zmq.SUBSCRIBE, b"")
         try:
@@ -129,18 +133,24 @@ class ZmqPullQueue(_Receiver, Generic[T]):
 
 
 class ZmqPubQueue(_Sender, Generic[T]):
-    """广播发件端（PUB，bind）：每条消息发给当时已经连上的所有 SUB；没有 SUB 就直接丢掉。"""
+    """广播发件端（PUB，bind）：每条消息发给当时已经连上的所有 SUB；没有 SUB 就直接丢掉。
 
-    def __init__(self, addr: str, create: bool, encoder: Callable[[T], dict]):
-        super().__init__(addr, create, zmq.PUB)
+    hwm：给每个 SUB 排队的上限（条），到了上限新消息也直接丢掉；None 用默认 1000，0 不设上限。
+    """
+
+    def __init__(self, addr: str, create: bool, encoder: Callable[[T], dict], hwm: int | None = None):
+        super().__init__(addr, create, zmq.PUB, hwm=hwm)
         self.encoder = encoder
 
 
 class ZmqSubQueue(_Receiver, Generic[T]):
-    """广播收件端（SUB，connect）。连上之前发出的消息收不到（见本章"迟到的订阅者"）。"""
+    """广播收件端（SUB，connect）。连上之前发出的消息收不到（见本章"迟到的订阅者"）。
 
-    def __init__(self, addr: str, create: bool, decoder: Callable[[Any], T]):
-        super().__init__(addr, create, zmq.SUB, subscribe=True)
+    hwm：接收队列的上限（条），含义同 ZmqPubQueue；要一条不丢，两端都给 0。
+    """
+
+    def __init__(self, addr: str, create: bool, decoder: Callable[[Any], T], hwm: int | None = None):
+        super().__init__(addr, create, zmq.SUB, subscribe=True, hwm=hwm)
         self.decoder = decoder
 
 

@@ -59,12 +59,14 @@ class SchedulerIO:
             self._push = ZmqPushQueue(config.zmq_detokenizer_addr, create=False,
                                       encoder=BaseTokenizerMsg.encoder)
         if tp_info.size > 1:
+            # hwm=0：一步转发的帧可能超过默认高水位 1000（一大批请求同时到达），PUB 到了高水位
+            # 会直接丢帧，其他 rank 就按条数等一条永远不来的帧；宁可让帧在内存里排队
             if tp_info.is_primary():
                 self._pub = ZmqPubQueue(config.zmq_scheduler_broadcast_addr, create=True,
-                                        encoder=BaseBackendMsg.encoder)
+                                        encoder=BaseBackendMsg.encoder, hwm=0)
             else:
                 self._sub = ZmqSubQueue(config.zmq_scheduler_broadcast_addr, create=False,
-                                        decoder=BaseBackendMsg.decoder)
+                                        decoder=BaseBackendMsg.decoder, hwm=0)
             self._wait_for_subscribers()
 
     # ------------------------------------------------------------------ 收
@@ -139,7 +141,7 @@ class SchedulerIO:
         connect 返回时订阅未必已经生效，所以不能只靠"先连上再开始"。这里一轮一轮地握手：
         rank 0 发一个 _PROBE，所有 rank 用 all_reduce(MIN) 报告"听到过没有"，直到人人都听到；
         然后 rank 0 发 _READY，其他 rank 读掉之前的 _PROBE 直到 _READY。订阅一旦生效，之后
-        的帧按发出的顺序全部送达，所以 _READY 之后的第一帧就是第一条真消息。
+        的帧按发出的顺序送达，高水位设成了 0 也不会丢，所以 _READY 之后的第一帧就是第一条真消息。
         """
         heard = self._sub is None  # rank 0 自己不用听
         while True:
