@@ -189,7 +189,8 @@ body = {"prompt": "The capital of France is", "max_tokens": 4, "temperature": 0,
         "stream_options": {"include_usage": True}}
 with httpx.stream("POST", server.url + "/v1/completions", json=body, timeout=60) as r:
     for line in r.iter_lines():
-        print(re.sub(r'"created": \d+', '"created": …', line) if line else "（空行）")
+        line = re.sub(r'"created": \d+', '"created": …', line)  # 时间戳和随机的 id 每次都不同
+        print(re.sub(r'cmpl-[0-9a-f]{32}', 'cmpl-…', line) if line else "（空行）")
 
 # %% [markdown]
 # 每个 token 一块，文字是 tokenizer 进程[增量反分词](../glossary.md#incremental-detokenization)的结果（第 13 章）。生成停在 `max_tokens`，所以 `finish_reason` 是 `"length"`；遇到 EOS 或 `stop` 字符串时是 `"stop"`。`usage` 的数字来自 tokenizer 进程：提示的 token 数和生成的 token 数（含结尾的 EOS）。
