@@ -230,6 +230,8 @@ def launch_server(argv: list[str] | None = None) -> int:
     args = replace(args, ipc_dir=new_ipc_dir(),
                    distributed_port=_free_port() if args.tp_info.size > 1 else args.distributed_port)
     signal.signal(signal.SIGTERM, _sigterm_to_exit)
+    if args.shell_mode:  # 子进程的 INFO 日志（如每次空闲时的 KV 页核对）会混进对话里：只留警告和错误
+        os.environ.setdefault("MINISGL_LOG_LEVEL", "WARNING")
     backend = Backend(args)
     logger.info("进程间的 ZMQ 地址放在 %s（退出时删除）", args.ipc_dir)
     try:
