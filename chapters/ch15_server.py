@@ -12,9 +12,9 @@
 # ---
 
 # %% [markdown]
-# # 第 15 章 API Server、启动器与 shell
+# # 第 15 章 API server、启动器与 shell
 #
-# 前三章备好了零件：消息和 ZMQ 队列（第 12 章）、分词进程（第 13 章）、会收发的调度器（第 14 章）。这一章把它们装成 `python -m minisgl`：启动器拉起调度器和分词进程、等它们就绪，主进程里的 [API server](../glossary.md#api-server) 用 FastAPI 提供 [OpenAI 兼容接口](../glossary.md#openai-api)，流式和非流式都有，外加一个终端里的多轮对话 shell。一个正经的服务器还要经得起坏请求、断开的客户端、死掉的子进程和 Ctrl-C，本章逐条做到，并用官方 `openai` 客户端验证：温度 0 的回答与 Hugging Face 逐 token 相同。
+# 前三章备好了零件：消息和 ZMQ 队列（第 12 章）、tokenizer 进程（第 13 章）、会收发的调度器（第 14 章）。这一章把它们装成 `python -m minisgl`：启动器拉起调度器和 tokenizer 进程、等它们就绪，主进程里的 [API server](../glossary.md#api-server) 用 FastAPI 提供 [OpenAI 兼容接口](../glossary.md#openai-api)，流式和非流式都有，外加一个终端里的多轮对话 shell。一个正经的服务器还要经得起坏请求、超大的请求体、断开的客户端、死掉的子进程和 Ctrl-C（正在生成的请求最多再等 5 秒），本章逐条做到，并用官方 `openai` 客户端验证：温度 0 的回答与 Hugging Face 逐 token 相同。
 
 # %% tags=["remove-cell"]
 from minibook.page import *
@@ -26,19 +26,19 @@ setup(15)
 # 1. 流式请求为什么要等到第一段回复才发响应头？
 # 2. 客户端在流式输出到一半时断开，服务器要做哪两件事？少做一件会怎样？
 # 3. 调度器进程被 `kill -9`，API server 怎样知道？知道之前，等待中的请求会怎样？
-# 4. shell 的第 5 轮把前 4 轮的问答全部发出去，为什么首个 token 并不比第 1 轮慢？
+# 4. shell 的第 5 轮把前 4 轮的问答全部发出去，为什么首 token 时间并不比第 1 轮长？
 #
 # ??? question "自测参考答案（先自己答，再展开对照）"
 #
-#     1. 响应头里有状态码，一发出去就改不了。调度器可能拒收这个请求（提示太长），等到第一段回复，才知道该回 200 还是 400。
-#     2. 不再收这个 uid 的回复，并经分词进程把取消传给调度器，让它停下这个请求、还回 KV 页。只做前一件，请求会一直生成到 `max_tokens`，白占着页和算力。
-#     3. 启动器的看守线程在子进程的 sentinel 上等，进程一退出就醒来，经事件循环通知 API server，等待中的请求立刻得到 503。没有看守的话它们永远等不到回复。
-#     4. 第 5 轮的提示以前 4 轮为前缀，radix 缓存命中这一段，只需算新问题那几十个 token；首个 token 的时间主要取决于要算的 token 数。
+#     1. 响应头里有状态码，一发出去就改不了。后端可能拒收这个请求（提示太长），等到第一段回复，才知道该回 200 还是 400。
+#     2. 不再收这个 uid 的回复，并经 tokenizer 进程把取消传给调度器，让它停下这个请求、还回 KV 页。只做前一件，请求会一直生成到 `max_tokens`，白占着页和算力。
+#     3. 启动器的看守线程在子进程的 sentinel（进程退出时变为可读的一个句柄）上等，进程一退出就醒来，经事件循环通知 API server：还没开始回复的请求立刻得到 503，已经在流式输出的请求收到一个 SSE 的 error 事件。没有看守的话它们永远等不到回复。
+#     4. 第 5 轮的提示以前 4 轮为前缀，radix 缓存命中这一段（上一轮的回答生成时也进了缓存），只需算新问题那几十个 token；首 token 时间主要取决于要算的 token 数。
 
 # %% [markdown]
 # ## 本章要回顾的文件
 #
-# 本章只新建文件：`minisgl/server/` 下的参数（`args.py`）、启动器（`launch.py`）、HTTP 接口（`api_server.py`）和 shell（`shell.py`），以及入口 `minisgl/__main__.py`。`examples/` 下是 main（它也提供页面用来起服务器的 `ServerProcess`）和多轮对话的测量脚本。
+# 本章新建 `minisgl/server/` 下的参数（`args.py`）、启动器（`launch.py`）、HTTP 接口（`api_server.py`）和 shell（`shell.py`），以及入口 `minisgl/__main__.py`；只改一个旧文件：第 13 章的 `minisgl/tokenizer/server.py`，让 tokenizer 进程知道 `max_seq_len`，提前检查提示长度（见“流式也先等第一段”一节）。`examples/` 下是 main（它也提供页面用来起服务器的 `ServerProcess`）和多轮对话的测量脚本。
 
 # %% tags=["remove-input"]
 header()
@@ -60,11 +60,11 @@ tree()
 #
 # 下图是一个流式请求走过的进程（编号是先后）：
 #
-# ![一个流式请求走过的进程：客户端 POST 到 API server，API server 编 uid、发 TokenizeMsg 给分词进程；分词进程套聊天模板，把 UserMsg 推给调度器 rank 0，rank 0 转发给其他 rank；每一步 rank 0 把新 token 作为 DetokenizeMsg 发回分词进程，分词进程增量反分词，把文字片段作为 UserReply 推回 API server，API server 写成一个 SSE 块发给客户端；客户端断开时 AbortMsg 一路传到调度器](../assets/ch15_request_journey.svg)
+# ![一个流式请求走过的进程：客户端 POST 到 API server，API server 编 uid、发 TokenizeMsg 给 tokenizer 进程；tokenizer 进程套聊天模板，把 UserMsg 推给调度器 rank 0，rank 0 转发给其他 rank；每一步 rank 0 把新 token 作为 DetokenizeMsg 发回 tokenizer 进程，tokenizer 进程增量反分词，把文字片段作为 UserReply 推回 API server，API server 写成一个 SSE 块发给客户端；客户端断开时 AbortMsg 一路传到调度器](../assets/ch15_request_journey.svg)
 #
-# ## 先量：整段回答要等多久，第一个字要等多久
+# ## 先量：整段回答要等多久，首 token 要等多久
 #
-# 页面起一个服务器（`ServerProcess` 在 main 里，就是在子进程里跑 `python -m minisgl`），同一个问题、生成同样 64 个 token，非流式等整段回答，流式看第一块文字什么时候到（首个 token 的时间，[TTFT](../glossary.md#ttft)）：
+# 页面起一个服务器（`ServerProcess` 在 main 里，就是在子进程里跑 `python -m minisgl`），同一个问题、生成同样 64 个 token，非流式等整段回答，流式看第一块文字什么时候到（[首 token 时间](../glossary.md#ttft)，TTFT）：
 
 # %%
 import sys
@@ -109,14 +109,14 @@ for mode, (first, done) in runs.items():
     print(f"{mode}：第一块文字 {first:.2f} 秒，全部 {done:.2f} 秒")
 ttft, total = runs["流式"][0], runs["非流式"][1]
 assert ttft < total / 5, (ttft, total)
-print(f"流式让用户早 {total - ttft:.2f} 秒看到第一个字（{total / ttft:.0f} 倍）；两种方式算的是同样多的 token")
+print(f"流式让用户早 {total - ttft:.2f} 秒看到第一块文字（{total / ttft:.0f} 倍）；两种方式算的是同样多的 token")
 
 # %% [markdown]
-# 时间因机器而异，比例是稳定的：总时间两种方式差不多，流式的第一块文字在 prefill 加一步 decode 之后就到了，非流式要等全部 64 个 token。这就是聊天界面都用流式的原因；非流式留给要整段结果的程序（上游只有流式，见“与上游的差异”）。
+# 时间因机器而异，比例大致稳定：总时间两种方式差不多，流式的第一块文字在 prefill 之后就到了，非流式要等全部 64 个 token。这就是聊天界面都用流式的原因；非流式留给要整段结果的程序（上游只有流式，见“与上游的差异”）。
 #
 # ## 三类进程，各做一件事
 #
-# 一个请求要经过三类进程：主进程里的 API server 只管 HTTP 和记账；分词进程把文字变成 token、把 token 变回文字；调度器（每个 TP rank 一个）只管算。它们之间只通过第 12 章的 ZMQ 地址说话，[IPC 地址](../glossary.md#ipc-address)都在每个服务器自己的临时目录里。启动器先把子进程拉起来，等每一个报“就绪”（[就绪确认](../glossary.md#ready-ack)）：
+# 一个请求要经过三类进程：主进程里的 API server 只管 HTTP 和记账；tokenizer 进程把文字变成 token、把 token 变回文字；调度器（每个 TP rank 一个）只管算。它们之间只通过第 12 章的 ZMQ 地址说话，[IPC 地址](../glossary.md#ipc-address)都在每个服务器自己的临时目录里。启动器先把子进程拉起来，等每一个报“就绪”（[就绪确认](../glossary.md#ready-ack)）：
 
 # %% tags=["remove-input"]
 listing("minisgl/server/launch.py", "Backend.start")
@@ -125,7 +125,7 @@ listing("minisgl/server/launch.py", "Backend.start")
 listing("minisgl/server/launch.py", "Backend._wait_ready")
 
 # %% [markdown]
-# 子进程用 `spawn` 启动：全新的解释器，不继承主进程的线程和锁。每个子进程加载完模型或分词器，往 ack 队列放一条消息（调度器的那条带着 `max_seq_len`，API server 拿它定 `max_tokens` 的默认值）。等的时候每 0.2 秒看一眼子进程还在不在：模型路径写错、内存不够，调度器一启动就退出，启动器立刻报出是谁、退出码多少，而不是干等到超时。
+# 子进程用 `spawn` 启动：全新的解释器，不继承主进程的线程和锁。每个子进程加载完模型或分词器，往 ack 队列放一条消息。调度器的那条带着 `max_seq_len`，启动器把它转给 tokenizer 进程（tokenizer 进程等到它才开始服务），用来提前检查提示长度。等的时候每 0.2 秒看一眼子进程还在不在：模型路径写错、内存不够，调度器一启动就退出，启动器立刻报出是谁、退出码多少，而不是干等到超时。
 #
 # ??? note "深入：为什么不用 fork，为什么每个子进程都要报就绪"
 #
@@ -133,7 +133,7 @@ listing("minisgl/server/launch.py", "Backend._wait_ready")
 #
 # ## API server 只做记账：uid、队列、一个收件任务
 #
-# API server 跑在一个 asyncio 事件循环里，同时服务很多请求，但所有回复都从同一个 "frontend" 地址回来。`FrontendManager` 给每个请求编一个 uid、建一个自己的队列；一个后台任务不停地收，按 uid 分发：
+# API server 跑在一个 asyncio 事件循环里（FastAPI 建在 Starlette 这个 ASGI 框架之上，uvicorn 是跑它的 HTTP 服务器），同时服务很多请求，但所有回复都从同一个 "frontend" 地址回来。`FrontendManager` 给每个请求编一个 uid、建一个自己的队列；一个后台任务不停地收，按 uid 分发：
 
 # %% tags=["remove-input"]
 listing("minisgl/server/api_server.py", "FrontendManager.submit")
@@ -155,16 +155,25 @@ listing("minisgl/server/api_server.py", "FrontendManager.next_reply")
 listing("minisgl/server/api_server.py", "_generate")
 
 # %% [markdown]
-# 为什么要等：HTTP 的状态码在响应头里，头一发出去就改不了。提示超过 `max_seq_len` 时调度器拒收（第 14 章的 `RejectMsg`），这个消息要经分词进程回到这里；先发了 200 的头，客户端就只能在流里读到一个莫名其妙的结束。等到第一段再发头，拒收就是一个正常的 400，`stream: true` 也一样：
+# 为什么要等：HTTP 的状态码在响应头里，头一发出去就改不了。请求可能被后端拒收：提示太长由 tokenizer 进程拒收，其余的由调度器拒收（第 14 章的 `RejectMsg`，经 tokenizer 进程回到这里）。先发了 200 的头，客户端就只能在流里读到一个莫名其妙的结束。等到第一段再发头，拒收就是一个正常的 400，`stream: true` 也一样：
 
 # %%
 long_prompt = {"messages": [{"role": "user", "content": "hello " * 3000}], "stream": True}
 r = httpx.post(server.url + "/v1/chat/completions", json=long_prompt, timeout=60)
-print(r.status_code, r.json()["error"]["message"])
-assert r.status_code == 400
+error = r.json()["error"]
+print(r.status_code, error["code"], error["param"], error["message"])
+assert r.status_code == 400 and error["code"] == "context_length_exceeded"
 
 # %% [markdown]
 # 代价几乎为零：第一段回复本来就是流式客户端等的第一样东西。
+#
+# 提示长度的规则和上游一样：提示本身占满 `max_seq_len` 才拒收；`max_tokens` 超过剩下的空间就截到剩下的空间，生成到那里 `finish_reason` 是 `"length"`。chat 不给 `max_tokens` 时默认就是"能生成多少生成多少"。这两件事都在 tokenizer 进程里做，因为只有它知道提示有多少个 token：
+
+# %% tags=["remove-input"]
+listing("minisgl/tokenizer/server.py", "TokenizerHandler._fit_max_tokens")
+
+# %% [markdown]
+# 还有一道更早的关：一个 10 MB 的请求体（约一百七十万个 token）要解析、分词十几秒，而 tokenizer 进程只有一个，这段时间里别的请求的反分词都得等着。所以请求体超过 4 MiB 直接回 413（`BodySizeLimit`，一个 ASGI 中间件，不读完就拒绝）；没超过的，tokenizer 进程在分词之前先数字符：字符数超过 `max_seq_len` × 最长 token 的字符数，分词后一定放不下，不用分词就拒收（`TokenizerHandler._check_chars`）。
 #
 # ## SSE：一行 data，一个空行，最后 [DONE]
 #
@@ -180,14 +189,15 @@ body = {"prompt": "The capital of France is", "max_tokens": 4, "temperature": 0,
         "stream_options": {"include_usage": True}}
 with httpx.stream("POST", server.url + "/v1/completions", json=body, timeout=60) as r:
     for line in r.iter_lines():
-        print(re.sub(r'"created": \d+', '"created": …', line) if line else "（空行）")
+        line = re.sub(r'"created": \d+', '"created": …', line)  # 时间戳和随机的 id 每次都不同
+        print(re.sub(r'cmpl-[0-9a-f]{32}', 'cmpl-…', line) if line else "（空行）")
 
 # %% [markdown]
-# 每个 token 一块，文字是分词进程[增量反分词](../glossary.md#incremental-detokenization)的结果（第 13 章）。生成停在 `max_tokens`，所以 `finish_reason` 是 `"length"`；遇到 EOS 或 `stop` 字符串时是 `"stop"`。`usage` 的数字来自分词进程：提示的 token 数和生成的 token 数（含结尾的 EOS）。
+# 每个 token 一块，文字是 tokenizer 进程[增量反分词](../glossary.md#incremental-detokenization)的结果（第 13 章）。生成停在 `max_tokens`，所以 `finish_reason` 是 `"length"`；遇到 EOS 或 `stop` 字符串时是 `"stop"`。`usage` 的数字来自 tokenizer 进程：提示的 token 数和生成的 token 数（含结尾的 EOS）。
 #
 # ## 坏请求：400，而且像 OpenAI
 #
-# 请求体由 pydantic 模型检查，两个设置让它严格：`extra="forbid"`，不认识的字段报错，而不是悄悄忽略一个客户端以为生效了的参数；`strict=True`，`"max_tokens": "10"` 不会被偷偷转成整数。FastAPI 默认把检查失败回成 422 和它自己的格式，这里换成 OpenAI 的 400 和 `{"error": {...}}`：
+# 请求体由 pydantic（按类型注解检查、转换数据的库，FastAPI 用它解析请求体）模型检查，两个设置让它严格：`extra="forbid"`，不认识的字段报错，而不是悄悄忽略一个客户端以为生效了的参数；`strict=True`，`"max_tokens": "10"` 不会被偷偷转成整数。OpenAI 的可选参数写 `null` 等于不写；标准参数里我们不实现的（`presence_penalty`、`seed`……）只在取“什么都不做”的值时接受，否则 400 并点名；字符串里有编不成 UTF-8 的孤立代理项（`"\ud800"`）、整数大得离谱，也在这里变成 400，而不是到了 msgpack 才变成 500。FastAPI 默认把检查失败回成 422 和它自己的格式，这里换成 OpenAI 的 400 和 `{"error": {...}}`：
 
 # %% tags=["remove-input"]
 listing("minisgl/server/api_server.py", "_install_error_handlers")
@@ -202,6 +212,7 @@ BAD = {
     "不认识的字段": {"messages": STORY, "frobnicate": True},
     "messages 为空": {"messages": []},
     "top_k=0": {"messages": STORY, "top_k": 0},
+    "不支持的参数": {"messages": STORY, "presence_penalty": 1},
 }
 for name, body in BAD.items():
     kwargs = {"content": body, "headers": {"content-type": "application/json"}} if isinstance(body, bytes) else {"json": body}
@@ -217,13 +228,13 @@ print("之后的正常请求：", ok.status_code)
 #
 # ## 客户端走了，请求也要停
 #
-# 客户端断开时，Starlette 取消正在产生 SSE 的那个生成器：`_stream` 的 `finally` 发现请求没有正常结束，就调用 `abort`。它不再收这个 uid 的回复，并把 `AbortMsg` 发给分词进程，分词进程转成 `AbortBackendMsg` 交给调度器，调度器停下请求、还回 KV 页：
+# 客户端断开时，Starlette 取消正在产生 SSE 的那个生成器：`_stream` 的 `finally` 发现请求没有正常结束，就调用 `abort`。它不再收这个 uid 的回复，并把 `AbortMsg` 发给 tokenizer 进程，tokenizer 进程转成 `AbortBackendMsg` 交给调度器，调度器停下请求、还回 KV 页：
 
 # %% tags=["remove-input"]
 listing("minisgl/server/api_server.py", "FrontendManager.abort")
 
 # %% [markdown]
-# `abort` 不 `await`：它在一个刚被取消的协程里运行，那里再 `await` 会被再次取消（anyio 的取消是"持续"的），所以把发送交给一个新任务。下面读 5 个事件就断开一个本该生成 900 个 token 的请求，然后看服务器的日志：
+# `abort` 不 `await`：它在一个刚被取消的协程里运行，那里再 `await` 会被再次取消（Starlette 底下的 anyio 库管理这些任务，它的取消是"持续"的），所以把发送交给一个新任务。下面读 5 个事件就断开一个本该生成 900 个 token 的请求，然后看服务器的日志：
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -232,7 +243,6 @@ body = {"messages": STORY, "max_tokens": 900, "temperature": 0, "ignore_eos": Tr
 with httpx.stream("POST", server.url + "/v1/chat/completions", json=body, timeout=60) as r:
     lines = (line for line in r.iter_lines() if line)
     events = [next(lines) for _ in range(5)]
-uid = int(json.loads(events[0][6:])["id"].rpartition("-")[2])
 
 
 def wait_for_log(pattern: str, after: int, timeout: float = 30) -> int:
@@ -244,6 +254,8 @@ def wait_for_log(pattern: str, after: int, timeout: float = 30) -> int:
     return after + m.end()
 
 
+wait_for_log(r"客户端断开，取消请求 \d+", start)
+uid = re.search(r"客户端断开，取消请求 (\d+)", server.log()[start:]).group(1)
 aborted_at = wait_for_log(rf"请求 {uid} 已取消", start)
 checked_at = wait_for_log(r"KV 页核对通过.*", aborted_at)
 new_lines = [line.split("INFO ")[-1] for line in server.log()[start:checked_at].splitlines()]
@@ -253,7 +265,7 @@ free, cached, total = map(int, re.search(r"KV 页核对通过\D*(\d+)\D+(\d+)\D+
 assert free + cached == total
 
 # %% [markdown]
-# 三行日志来自三个进程：API server 发出取消；调度器找到请求并拿掉它；调度器随即空闲，核对 KV 页：空闲页加前缀缓存持有的页正好是总页数，断开的请求一页不少地还回来了（它已经算好的前缀留在 radix 缓存里，下次可以复用，也可以逐出）。
+# 三行日志来自两个进程：API server 一行，发出取消；调度器两行，找到请求并拿掉它，随即空闲、核对 KV 页：空闲页加前缀缓存持有的页正好是总页数，断开的请求一页不少地还回来了（它已经算好的前缀留在 radix 缓存里，下次可以复用，也可以逐出）。
 #
 # ## 8 个客户端，差不多一个的时间
 #
@@ -290,7 +302,7 @@ assert together < 4 * single
 #
 # ## 后端死了：立刻 503，不挂住
 #
-# 子进程也会死：被 OOM killer 杀掉、碰到一个 bug。请求这时还在队列里等回复，而回复永远不会来了，要[快速失败](../glossary.md#fail-fast)。启动器在事件循环启动后起一个看守线程，在所有子进程的 sentinel 上等，谁退出就经 `call_soon_threadsafe` 通知 `FrontendManager.backend_died`：每个等待者的队列里放一个“后端没了”的标记，新请求在 `submit` 里直接失败，都变成 503：
+# 子进程也会死：被 OOM killer 杀掉、碰到一个 bug。请求这时还在队列里等回复，而回复永远不会来了，要[快速失败](../glossary.md#fail-fast)。启动器在事件循环启动后起一个看守线程，在所有子进程的 sentinel 上等，谁退出就经 `call_soon_threadsafe` 通知 `FrontendManager.backend_died`：每个等待者的队列里放一个“后端没了”的标记，新请求在 `submit` 里直接失败。还没开始回复的变成 503；已经在流式输出的，状态码早发出去了，收到一个 SSE 的 error 事件：
 
 # %% tags=["remove-input"]
 listing("minisgl/server/launch.py", "Backend.watch")
@@ -316,7 +328,7 @@ print("/health →", httpx.get(server.url + "/health").status_code)
 assert r.status_code == 503
 
 # %% [markdown]
-# 进程本身不退出（`/v1/models` 仍然可以访问），`/health` 回 503，交给外面的进程管理器（systemd、Kubernetes）决定重启。最后用 SIGTERM 关掉这个服务器：启动器先 SIGTERM 每个子进程、等它们收尾，5 秒内没退的再 SIGKILL，然后删掉 IPC 临时目录：
+# 进程本身不退出（`/v1/models` 仍然可以访问），`/health` 回 503，交给外面的进程管理器（systemd、Kubernetes）决定重启。最后用 SIGTERM 关掉这个服务器。第一次 SIGTERM 或 Ctrl-C：不收新请求，正在生成的请求最多再等 5 秒（`FrontendManager.drain`），到时流式的收到 error 事件、非流式的得到 503；第二次就不再等。uvicorn 自己的做法是无限期地等每个连接关闭：一个 450 token 的流能让它停上一百多秒。然后启动器 SIGTERM 每个子进程、等它们收尾，5 秒内没退的再 SIGKILL，删掉 IPC 临时目录：
 
 # %%
 code, left = server.stop()
@@ -324,7 +336,7 @@ print(f"退出码 {code}（128 + SIGTERM 的 15），还活着的子进程：{le
 assert left == []
 
 # %% [markdown]
-# ## shell：多轮对话，radix 让首字不随轮数变慢
+# ## shell：多轮对话，radix 让首 token 时间不随轮数变长
 #
 # `--shell-mode` 不开 HTTP 端口，直接用 `FrontendManager` 发请求，边生成边打印。模型不记得上一轮，每一轮都把整段历史发出去：
 
@@ -332,14 +344,12 @@ assert left == []
 listing("minisgl/server/shell.py", "ChatSession.ask")
 
 # %% [markdown]
-# 终端里用 prompt_toolkit 读输入（能编辑、有历史、命令补全）；输入来自管道时直接读 stdin，所以脚本和测试能驱动它。`examples/ch15_multiturn.py` 把同一段 6 轮对话（第一轮贴一段几百 token 的文字）分别喂给 `--cache-type radix` 和 `--cache-type naive` 的 shell，读每轮结束时打印的首个 token 时间。这个测量要起两次服务器、跑几分钟，下面是它在一台 2 核机器上的真实输出（机器上有别的负载，数字会抖；页面构建时重跑）：
+# 终端里用 prompt_toolkit 读输入（能编辑、有历史、命令补全）；输入来自管道时直接读 stdin，所以脚本和测试能驱动它。回答到一半按 Ctrl-C 只取消这一轮（请求被 abort），回到提示符；对话长到放不进 `max_seq_len` 时，shell 去掉最早的一轮再问，并打印一行说明。`examples/ch15_multiturn.py` 把同一段 6 轮对话（第一轮贴一段几百 token 的文字）分别喂给 `--cache-type radix` 和 `--cache-type naive` 的 shell，读每轮结束时打印的首 token 时间。这个测量要起两次服务器、跑几分钟，下面是构建这一页时的真实输出（时间因机器和负载而异，会抖）：
 
 # %% tags=["remove-input", "milestone"]
 # NBVAL_SKIP
 import contextlib
 import io
-
-from IPython.display import Markdown
 
 buffer = io.StringIO()
 with contextlib.redirect_stdout(buffer):
@@ -347,7 +357,7 @@ with contextlib.redirect_stdout(buffer):
 print(buffer.getvalue(), end="")
 
 # %% [markdown]
-# 第 1 轮两边都要从头算几百个 token。之后 naive 每轮都重算越来越长的整段历史，radix 只算新的问题和上一轮的回答，首个 token 的时间基本持平。
+# 第 1 轮两边都要从头算几百个 token，算的量一样，时间的差别只是噪声。之后 naive 每轮都重算越来越长的整段历史；radix 只算新的问题（上一轮的回答生成时已经进了缓存），首 token 时间远低于 naive。
 #
 # ## 运行
 #
@@ -359,26 +369,29 @@ run("python examples/ch15_server.py")
 # %% [markdown]
 # 值得注意的地方：
 #
-# - 就绪时有两个子进程：调度器 rank 0 和分词进程；API server 在主进程里。
+# - 就绪时有两个子进程：调度器 rank 0 和 tokenizer 进程（它等调度器报上 `max_seq_len` 才就绪）；API server 在主进程里。
 # - 非流式的回答和流式各块拼起来的文字相同；这个回答以 EOS 结束，所以 `finish_reason=stop`，`usage` 的 8 个生成 token 里含结尾的 EOS。completions 生成满 8 个 token，`finish_reason=length`。
-# - 坏请求得到 400 和 OpenAI 格式的错误；SIGTERM 之后退出码 143（128 + 15），3 个子进程（调度器、分词进程、multiprocessing 的 resource tracker）都退出了，端口能重新监听。
+# - 坏请求得到 400 和 OpenAI 格式的错误；SIGTERM 之后退出码 143（128 + 15），3 个子进程（调度器、tokenizer 进程、multiprocessing 的 resource tracker）都退出了，端口能重新监听。
 #
 # ## 与上游的差异
 #
-# - 我们的 `stream: false` 回一个完整的 `chat.completion`，带 `usage` 和真实的 `finish_reason`；上游只会流式输出，最后一块的 `finish_reason` 总是 `"stop"`，也没有 `usage`（上游 issue #51、#126）。`python/minisgl/server/api_server.py` · `FrontendManager.stream_chat_completions`
-# - 我们让调度器拒收的请求变成 400（流式也先等第一段回复）；上游的调度器把太长的提示丢掉，只记一行警告，客户端永远等不到回复。`python/minisgl/scheduler/scheduler.py` · `Scheduler._process_one_msg`
-# - 我们的启动器看守子进程，后端死了请求立刻 503，SIGTERM 时停掉每个子进程、删掉 IPC 目录；上游启动完就不再管子进程，等待中的请求会一直挂着。`python/minisgl/server/launch.py` · `launch_server`
-# - 我们对不认识的字段、类型不对的参数回 400，错误是 OpenAI 的格式；上游的请求模型忽略不认识的字段，`n`、`presence_penalty` 收下但不生效。`python/minisgl/server/api_server.py` · `OpenAICompletionRequest`
+# 上游以固定的提交 20fcd7f 为准。
+#
+# - 我们的 `stream: false` 回一个完整的 `chat.completion`，带 `usage` 和真实的 `finish_reason`，因为要整段结果的程序不该自己拼流。上游只会流式输出，`finish_reason` 总是 `"stop"`，没有 `usage`（issue #51，后由 PR #125 修复；未合并的 PR #126）。`python/minisgl/server/api_server.py` · `FrontendManager.stream_chat_completions`
+# - 上游没有 `/v1/completions`，也不处理 `stop`；我们两个都有，因为官方客户端和压测工具都会用到。
+# - 提示长度：和上游一样，`max_tokens` 截到剩下的空间，只拒收本身就放不下的提示。不同的是，我们在 tokenizer 进程里就拒收并回 400，因为客户端该知道为什么；上游的调度器丢掉它、记一行警告，客户端永远等不到回复。`python/minisgl/scheduler/scheduler.py` · `Scheduler._process_one_msg`
+# - 我们的启动器看守子进程、停服务时最多等 5 秒，因为挂住的请求和停不下来的服务器一样糟。上游启动完就不再管子进程，后端死了请求一直挂着。`python/minisgl/server/launch.py` · `launch_server`
+# - 我们对不认识的字段、类型不对的参数、不支持的非中性参数回 400，因为悄悄忽略会让客户端以为参数生效了。上游忽略不认识的字段，`n`、`presence_penalty` 收下但不生效。`python/minisgl/server/api_server.py` · `OpenAICompletionRequest`
 #
 # ## 测试
 #
-# 本章的测试在 `tests/test_ch15_server.py`，整个模块只起一个真的服务器进程：官方 `openai` 客户端的 chat 和 completions、流式和非流式都与 HF 贪心逐 token 相同；13 种坏请求各得到 400 和 OpenAI 的错误体；100 个并发请求（10 个答案各不相同的提示）各拿到自己的答案；流式读到一半断开，日志里出现调度器的取消和空闲时的页核对；杀掉调度器之后请求得到 503；子进程还没就绪就退出（坏的 `config.json`）时，启动器报一行中文错误、退出码 1、不留子进程；SIGTERM 之后扫 `/proc` 找不到任何子进程，端口和 IPC 目录都释放了。断开的那个测试：
+# 本章的测试在 `tests/test_ch15_server.py`，整个模块只起一个真的服务器进程：官方 `openai` 客户端的 chat 和 completions、流式和非流式都与 HF 贪心逐 token 相同；各种坏请求（表 `BAD_REQUESTS`：坏 JSON、类型不对、超长提示、孤立代理项、离谱的整数、不支持的参数……）各得到 400 和 OpenAI 的错误体，超过 4 MiB 的请求体得到 413；100 个并发请求（10 个答案各不相同的提示）各拿到自己的答案；流式读到一半断开，日志里出现调度器的取消和空闲时的页核对；杀掉调度器之后请求得到 503；子进程还没就绪就退出（坏的 `config.json`）时，启动器报一行中文错误、退出码 1、不留子进程；SIGTERM 之后扫 `/proc` 找不到任何子进程，端口和 IPC 目录都释放了。断开的那个测试：
 
 # %% tags=["remove-input"]
 listing("tests/test_ch15_server.py", "test_client_disconnect_aborts_and_pages_come_back")
 
 # %% [markdown]
-# 另有三个不起进程的测试：用一个假的分词进程驱动 shell（多轮历史、`/reset`、`/exit`）和 `FrontendManager`（按 uid 分发、取消、后端死了时等待者立刻失败），以及命令行参数（旗标对应到哪个字段、写错时的中文报错）：
+# 另有几个不起进程的测试：用一个假的 tokenizer 进程驱动 shell（多轮历史、`/reset`、`/exit`、Ctrl-C、对话太长时去掉最早的一轮）和 `FrontendManager`（按 uid 分发、取消、后端死了或停服务时等待者失败），tokenizer 进程的长度检查，以及命令行参数（旗标对应到哪个字段、写错时的中文报错）。其中三个：
 
 # %%
 T = "tests/test_ch15_server.py::"
@@ -388,20 +401,20 @@ run(f"python -m pytest -q --color=no {T}test_shell_multi_turn_reset_and_exit "
 # %% [markdown]
 # ## 怎么讲清楚
 #
-# 服务化就是把一个请求拆给三类进程：API server 只管 HTTP 和按 uid 记账，分词进程管文字和 token，调度器只管算，彼此只用 ZMQ 传消息。三点让它像个正经的服务器：流式也等第一段回复再发头，拒收的请求才能是 400；客户端断开时沿原路把取消传到调度器，KV 页当场还回来；启动器看守子进程，后端一死等待者立刻 503，而不是永远挂着。一个 64 token 的回答，流式让第一个字早到几十倍；8 个并发客户端的总时间只是 1 个的一两倍，而不是八倍。
+# 服务化就是把一个请求拆给三类进程：API server 只管 HTTP 和按 uid 记账，tokenizer 进程管文字和 token，调度器只管算，彼此只用 ZMQ 传消息。三点让它像个正经的服务器：流式也等第一段回复再发头，拒收的请求才能是 400；客户端断开时沿原路把取消传到调度器，KV 页当场还回来；启动器看守子进程，后端一死等待者立刻失败，而不是永远挂着。一个 64 token 的回答，流式让第一块文字早到几十倍；8 个并发客户端的总时间只是 1 个的一两倍，而不是八倍。
 
 # %% [markdown]
 # ## 练习
 #
 # 1. **没有 `stream_options` 的流式请求**。客户端不要用量，最后一块只带 `finish_reason`。如果你想在日志里记下每个请求的用量，应该在哪里拿数字？
 # 2. **非流式请求的断开**。`_collect` 每秒看一次客户端是否还在。为什么不像流式那样靠取消来发现？这一秒的延迟有什么代价？
-# 3. **挑战：优雅退出**。现在 SIGTERM 一到就停掉子进程，正在生成的请求被截断。设计一个"先停止接新请求、等在跑的请求做完（最多 N 秒）再退出"的关闭流程，说出要改哪几个地方。
+# 3. **挑战：停服务时等多久**。uvicorn 默认在停服务时无限期地等每个连接关闭；我们封顶 5 秒（`FrontendManager.drain`）。说出两种做法各自的坏处，再说说：如果前面有负载均衡器，还应该在 drain 里多做什么？
 #
 # ??? success "参考答案"
 #
 #     1. 在 `_stream` 拿到最后一段回复（`reply.finished`）的地方：`reply.prompt_tokens` 和 `reply.completion_tokens` 总是在最后一段里，和客户端要不要无关。
 #     2. 非流式的处理函数在等回复时没有往外写任何东西，Starlette 不会替它监听断开，只能自己问 `request.is_disconnected()`。代价是断开后最多再生成一秒的 token、多占一秒的页。
-#     3. 收到 SIGTERM 时先让 `FrontendManager` 进入"拒收"状态（`submit` 回 503），`/health` 回 503 让负载均衡摘掉它；等 `reply_queues` 变空或超时，再让 uvicorn 退出、停掉子进程。uvicorn 自己的 `timeout_graceful_shutdown` 只等 HTTP 连接，不知道后端的请求。
+#     3. 无限期地等：一个很长的流（或一个慢客户端）能让服务器停不下来，部署系统等不及就 SIGKILL，子进程和 IPC 目录都来不及收拾。封顶：超过时限的请求被截断，客户端收到 error 事件或 503，要自己重试。每个在跑的请求都是一个打开的 HTTP 连接，所以等连接关闭就是等请求做完；封顶由我们来做，因为时限一到得叫醒那些还在等回复的协程，让它们正常结束，而不是让 uvicorn 直接取消任务（那样会打出一堆 CancelledError 回溯）。有负载均衡器时，drain 一开始就让 `/health` 回 503，让它先摘掉这个实例。
 #
 # ### 本章的判题练习
 #
@@ -420,8 +433,8 @@ exercises()
 # %% [markdown]
 # ## 小结
 #
-# - `python -m minisgl`：启动器用 spawn 拉起调度器（每个 TP rank 一个）和分词进程，等每个都报就绪，再开 HTTP 端口；不给 `--model-path` 就用内置的 SmolLM2。
+# - `python -m minisgl`：启动器用 spawn 拉起调度器（每个 TP rank 一个）和 tokenizer 进程，等每个都报就绪（调度器的 `max_seq_len` 转给 tokenizer 进程），再开 HTTP 端口；不给 `--model-path` 就用内置的 SmolLM2。
 # - API server 给每个请求一个 uid 和一个队列，一个收件任务按 uid 分发回复；`/v1/chat/completions` 和 `/v1/completions` 都有流式（SSE，`[DONE]` 结尾）和非流式，带 `finish_reason` 和 `usage`。
-# - 流式先等第一段回复再发响应头，所以调度器拒收的请求也是 400；坏请求一律 400 和 OpenAI 的错误体。
-# - 客户端断开 → `AbortMsg` → `AbortBackendMsg`，调度器停下请求、还回 KV 页；子进程一死，看守线程让请求立刻 503；SIGTERM 停掉每个子进程，删掉 IPC 目录。
-# - `--shell-mode` 是终端里的多轮对话；radix 缓存让后面几轮的首个 token 不随历史变长而变慢。
+# - 流式先等第一段回复再发响应头，所以被拒收的请求也是 400；坏请求一律 400 和 OpenAI 的错误体，超大的请求体 413，放不下的提示在分词前后就被拒收，`max_tokens` 截到剩下的空间。
+# - 客户端断开 → `AbortMsg` → `AbortBackendMsg`，调度器停下请求、还回 KV 页；子进程一死，看守线程让请求立刻失败；SIGTERM 或 Ctrl-C 最多再等在跑的请求 5 秒，然后停掉每个子进程，删掉 IPC 目录。
+# - `--shell-mode` 是终端里的多轮对话；radix 缓存让后面几轮的首 token 时间不随历史变长而变长。

@@ -1738,7 +1738,7 @@ class SSEParser:
             if line == "":
                 if self._data:
                     text = "\\n".join(self._data)
-                    events.append(DONE if text == DONE else json.loads(text))
+                    events.append(DONE if text == DONE else _json_or_text(text))
                 self._data = []
             elif line.startswith("data:"):
                 value = line[5:]
@@ -1761,6 +1761,12 @@ class SSEParser:
                 events.append(DONE if text == DONE else json.loads(text))
         return events
 """, expect="\\r\\n"),
+    # 评审找到的：全部 JSON 的事件里，去掉几个空格、怎么连接多行都看不出来
+    Cheat("045_sse_stream", "data 行去掉所有空白、多行直接拼起来", patched(
+        "045_sse_stream", "                    text = \"\\n\".join(self._data)\n",
+        "                    text = \"\".join(self._data)\n").replace(
+        "self._data.append(value[1:] if value.startswith(\" \") else value)",
+        "self._data.append(value.strip())"), expect="不对", full=True),
     Cheat("045_sse_stream", "json.dumps 用默认的 ensure_ascii（中文变成 \\uXXXX）", patched(
         "045_sse_stream", "text = json.dumps(payload, ensure_ascii=False)", "text = json.dumps(payload)"),
         expect="ensure_ascii", full=True),
@@ -1828,6 +1834,68 @@ class ReplyRouter:
     Cheat("047_reply_router", "abort 不注销 uid", patched(
         "047_reply_router", "        return self._queues.pop(uid, None) is not None\n",
         "        return uid in self._queues\n"), expect="open_uids", full=True),
+    # 评审找到的：轮询的 next、不叫醒任何人的 fail、给未知 uid 的回复攒在 defaultdict 里
+    Cheat("047_reply_router", "next 每 20 ms 轮询一次，fail 不叫醒任何人", """
+import asyncio
+from collections import defaultdict, deque
+
+
+class BackendGone(Exception):
+    pass
+
+
+class ReplyRouter:
+    def __init__(self):
+        self._pieces = defaultdict(deque)
+        self._open = set()
+        self._next_uid = 0
+        self._failed = None
+
+    def open(self):
+        if self._failed is not None:
+            raise BackendGone(self._failed)
+        uid = self._next_uid
+        self._next_uid += 1
+        self._open.add(uid)
+        return uid
+
+    def deliver(self, uid, piece, finished):
+        if uid in self._open:
+            self._pieces[uid].append((piece, finished))
+
+    async def next(self, uid):
+        while not self._pieces[uid]:
+            if self._failed is not None:
+                self._open.discard(uid)
+                raise BackendGone(self._failed)
+            await asyncio.sleep(0.02)
+        item = self._pieces[uid].popleft()
+        if item[1]:
+            self._open.discard(uid)
+        return item
+
+    def abort(self, uid):
+        if uid in self._open:
+            self._open.discard(uid)
+            return True
+        return False
+
+    def fail(self, reason):
+        self._failed = reason
+
+    @property
+    def open_uids(self):
+        return set(self._open)
+""", full=True, expect="还在等"),
+    Cheat("047_reply_router", "给未知 uid 的回复攒在 defaultdict 里，open 时交给新 uid", patched(
+        "047_reply_router", "        self._queues[uid] = asyncio.Queue()\n",
+        "        self._queues[uid] = STALE.pop(uid, None) or asyncio.Queue()\n").replace(
+        "        queue = self._queues.get(uid)\n",
+        "        queue = self._queues.get(uid) or STALE[uid]\n") + """
+from collections import defaultdict
+
+STALE = defaultdict(asyncio.Queue)
+""", expect="直接丢掉", full=True),
 ]
 
 

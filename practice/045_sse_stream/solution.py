@@ -32,7 +32,7 @@ class SSEParser:
             if line == "":
                 if self._data:
                     text = "\n".join(self._data)
-                    events.append(DONE if text == DONE else json.loads(text))
+                    events.append(DONE if text == DONE else _json_or_text(text))
                 self._data = []
             elif line.startswith(":"):
                 continue  # 注释
@@ -41,3 +41,10 @@ class SSEParser:
                 if field == "data":
                     self._data.append(value[1:] if value.startswith(" ") else value)
         return events
+
+
+def _json_or_text(text: str):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:  # 纯文本事件：原样交出
+        return text

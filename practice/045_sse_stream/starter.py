@@ -16,7 +16,7 @@ def encode_event(payload: dict | str) -> bytes:
 
 
 class SSEParser:
-    """一块一块地收字节，交出已经完整的事件的数据（dict 或 "[DONE]"）。"""
+    """一块一块地收字节，交出已经完整的事件的数据（JSON 解析出的 dict、"[DONE]"，或纯文本字符串）。"""
 
     def __init__(self) -> None:
         raise NotImplementedError

@@ -17,14 +17,21 @@ SEED = 2045
 PIECES = ["巴黎", "。", "Hello", " world", "😀", "🇫🇷", "かな", "\n", "\"引号\"", "a\\b", "", " ", "data: 假的"]
 
 
-def reference_encode(payload) -> bytes:
+def reference_encode(payload) -> bytes:  # 只用于 dict 和 [DONE]（encode_event 不写纯文本）
     text = "[DONE]" if payload == "[DONE]" else json.dumps(payload, ensure_ascii=False)
     return f"data: {text}\n\n".encode("utf-8")
+
+
+TEXT_PIECES = [p for p in PIECES if p != "\n"]
 
 
 def random_payload(rng: random.Random):
     if rng.random() < 0.1:
         return "[DONE]"
+    if rng.random() < 0.15:  # 纯文本事件：几行，有的行以空格开头（去掉几个空格、用什么连接都看得出来）
+        lines = [rng.choice(["", " ", "  "]) + "".join(rng.choice(TEXT_PIECES) for _ in range(rng.randint(0, 3)))
+                 for _ in range(rng.randint(1, 3))]
+        return "纯文本" + "\n".join(lines)
     text = "".join(rng.choice(PIECES) for _ in range(rng.randint(0, 6)))
     payload = {"id": f"chatcmpl-{rng.randint(0, 999)}", "choices": [
         {"index": 0, "delta": {"content": text}, "finish_reason": rng.choice([None, "stop", "length"])}]}
@@ -42,12 +49,14 @@ def server_bytes(rng: random.Random, payload, eol: str) -> bytes:
         lines.append(rng.choice(["event: message", "id: 7", "retry: 1000"]))
     if payload == "[DONE]":
         data_lines = ["[DONE]"]
+    elif isinstance(payload, str):  # 纯文本：每行一个 data 字段
+        data_lines = payload.split("\n")
     elif rng.random() < 0.3:  # 多行 data：缩进的 JSON 每行一个 data 字段
         data_lines = json.dumps(payload, ensure_ascii=False, indent=1).split("\n")
     else:
         data_lines = [json.dumps(payload, ensure_ascii=False)]
-    space = " " if rng.random() < 0.8 else ""
-    lines += [f"data:{space}{line}" for line in data_lines]
+    # 冒号后的空格可有可无；但数据本身以空格开头时必须写上那一个（否则它会被当成可去掉的那个）
+    lines += [f"data:{' ' if line.startswith(' ') or rng.random() < 0.8 else ''}{line}" for line in data_lines]
     return (eol.join(lines) + eol + eol).encode("utf-8")
 
 
@@ -84,6 +93,8 @@ def run(mod: object) -> None:
     for trial in range(150):
         payloads = [random_payload(rng) for _ in range(rng.randint(0, 6 if trial % 10 else 30))]
         for payload in payloads:
+            if isinstance(payload, str) and payload != "[DONE]":
+                continue
             check_equal(encode_event(payload), reference_encode(payload), "encode_event 写出的字节",
                         short(payload))
         eol = rng.choice(["\n", "\r\n"])

@@ -91,6 +91,15 @@ async def traffic(ReplyRouter, rng: random.Random) -> None:
         r.deliver(u, "迟到的回复", True)
     check_equal(r.open_uids, set(), "全部结束或取消之后的 open_uids（有 uid 漏了没注销）")
     check(r.abort(0) is False, "已经结束的 uid 再 abort，应当返回 False")
+    # 之前送给"不存在的 uid"（n..n+9）的回复应当已经丢掉：现在真的 open 出这些 uid，
+    # 它们的第一段回复必须是新送来的，而不是当时没人要的旧回复
+    fresh = [r.open() for _ in range(10)]
+    check_equal(fresh, list(range(n, n + 10)), "接着 open() 的 10 个 uid")
+    for u in fresh:
+        r.deliver(u, f"新#{u}", True)
+        got_fresh = await _wait(r.next(u), f"新 uid {u} 的 next()")
+        check(got_fresh == (f"新#{u}", True), f"uid {u} 的第一段回复应当是刚送来的 {(f'新#{u}', True)!r}，"
+              f"你的是 {got_fresh!r}：给不存在的 uid 的回复应当直接丢掉，不要攒着")
 
 
 async def backend_dies(ReplyRouter, BackendGone, rng: random.Random) -> None:
@@ -115,6 +124,11 @@ async def backend_dies(ReplyRouter, BackendGone, rng: random.Random) -> None:
         for piece in queued[u]:
             r.deliver(u, *piece)
     r.fail("调度器 rank 0 退出了")
+    for _ in range(3):  # 让事件循环转三圈：被 fail 叫醒的协程这时都该跑完了（不看钟表）
+        await asyncio.sleep(0)
+    asleep = [u for u, t in zip(uids, tasks) if not t.done()]
+    check(not asleep, f"fail() 之后事件循环转了三圈，uid {short(asleep)} 还在等（挂住了）："
+          "fail 应当立刻叫醒每个等待者，而不是等它们自己轮询发现")
     await _wait(asyncio.gather(*tasks), f"后端没了以后，{n} 个正在等的协程醒来并抛 BackendGone")
     for u in uids:
         check_equal(results[u][0], queued[u], f"uid {u} 在后端死之前已经到了的回复（应当先交出）")

@@ -210,6 +210,7 @@ def test_chat_stream_equals_hf(server, tokenizer):
     assert [c.choices[0].finish_reason for c in with_choices][-1] == finish
     assert all(c.choices[0].finish_reason is None for c in with_choices[:-1])
     assert chunks[-1].usage.completion_tokens == n and chunks[-1].usage.prompt_tokens == len(prompt)
+    assert len({c.id for c in chunks}) == 1
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["non_stream", "stream"])
@@ -273,9 +274,22 @@ BAD_REQUESTS = {
     "n_two": ("/v1/completions", {"prompt": "hi", "n": 2}, "n"),
     "empty_prompt": ("/v1/completions", {"prompt": ""}, "空"),
     "prompt_too_long": ("/v1/completions", {"prompt": "hello " * NUM_PAGES, "max_tokens": 4},
-                        "max_seq_len"),
+                        "prompt"),
     "prompt_too_long_stream": ("/v1/chat/completions", {"messages": [
-        {"role": "user", "content": "hello " * NUM_PAGES}], "stream": True}, "max_seq_len"),
+        {"role": "user", "content": "hello " * NUM_PAGES}], "stream": True}, "messages"),
+    "lone_surrogate_content": ("/v1/chat/completions",
+                               b'{"messages": [{"role": "user", "content": "hi \\ud800"}]}',
+                               "messages.0.content"),
+    "lone_surrogate_stop": ("/v1/completions", b'{"prompt": "hi", "stop": "\\udc00"}', "stop"),
+    "huge_max_tokens": ("/v1/completions", {"prompt": "hi", "max_tokens": 10**20}, "max_tokens"),
+    "huge_top_k": ("/v1/completions", {"prompt": "hi", "top_k": 10**20}, "top_k"),
+    "presence_penalty": ("/v1/chat/completions", {"messages": CHAT, "presence_penalty": 1.0},
+                         "presence_penalty"),
+    "stream_options_without_stream": ("/v1/completions", {
+        "prompt": "hi", "stream_options": {"include_usage": True}}, "stream_options"),
+    "two_prompts": ("/v1/completions", {"prompt": ["a", "b"]}, "prompt"),
+    "image_part": ("/v1/chat/completions", {"messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "x"}}]}]}, "messages.0.content"),
 }
 
 
@@ -292,6 +306,57 @@ def test_bad_request_gets_openai_error(server, name):
     assert set(error) == {"message", "type", "param", "code"}
     assert error["type"] == "invalid_request_error"
     assert hint in error["message"] or hint == error["param"], error
+    if name.startswith("prompt_too_long"):  # 像 OpenAI：点名字段、给 code，不露内部的 uid
+        assert (error["param"], error["code"]) == (hint, "context_length_exceeded"), error
+        assert "请求 " not in error["message"], error
+
+
+def test_body_over_limit_gets_413_and_server_keeps_serving(server):
+    big = b'{"prompt": "' + b"a" * (5 * 2**20) + b'"}'
+    r = httpx.post(server.url + "/v1/completions", content=big,
+                   headers={"content-type": "application/json"}, timeout=60)
+    assert r.status_code == 413 and "MiB" in r.json()["error"]["message"], r.text
+    # 没超过体积上限、但字符数一看就放不下的提示：在 tokenizer 进程里分词之前就拒绝
+    r = httpx.post(server.url + "/v1/completions", json={"prompt": "hello " * 500_000}, timeout=60)
+    assert r.status_code == 400 and "个字符" in r.json()["error"]["message"], r.text
+    assert r.json()["error"]["code"] == "context_length_exceeded"
+
+
+def test_default_max_tokens_is_the_room_left(server):
+    """不给 max_tokens：默认"能生成多少就多少"（= max_seq_len，tokenizer 进程截到剩下的空间）。
+
+    以前的默认值（max_seq_len 的一半）让一半长度以上的提示被拒；截短的算术见
+    test_tokenizer_rejects_long_prompts_early_and_cuts_max_tokens。这里 stop 让回答几步就停，省时间。
+    """
+    r = httpx.post(server.url + "/v1/chat/completions",
+                   json={"messages": CHAT, "temperature": 0, "stop": [" "]}, timeout=60)
+    assert r.status_code == 200, r.text  # 没有截短的话：提示 + max_tokens 1024 > 1024，400
+    assert r.json()["choices"][0]["finish_reason"] == "stop"
+
+
+def test_openai_optional_fields_null_and_neutral_values_accepted(server):
+    body = {"messages": [{"role": "developer", "content": "Be brief."},
+                         {"role": "user", "content": "hi", "name": "ann"},
+                         {"role": "assistant", "content": None},
+                         {"role": "user", "content": "Say hi."}],
+            "temperature": None, "top_p": None, "stream": None, "stop": None, "max_tokens": None,
+            "max_completion_tokens": 2, "presence_penalty": 0, "frequency_penalty": 0,
+            "logprobs": False, "n": 1, "user": "u", "seed": None}
+    r = httpx.post(server.url + "/v1/chat/completions", json=body, timeout=60)
+    assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 2, r.text
+    r2 = httpx.post(server.url + "/v1/completions", json={"prompt": ["hi"], "max_tokens": 2,
+                                                         "echo": False}, timeout=60)
+    assert r2.status_code == 200, r2.text
+    assert re.fullmatch(r"chatcmpl-[0-9a-f]{32}", r.json()["id"]), r.json()["id"]  # 重启也不会重复
+    # include_usage：最后一块带 usage，之前的每一块都有 "usage": null
+    body = {"prompt": "hi", "max_tokens": 3, "stream": True, "stream_options": {"include_usage": True}}
+    r = httpx.post(server.url + "/v1/completions", json=body, timeout=60)
+    chunks = [json.loads(x[6:]) for x in r.text.splitlines() if x.startswith("data: {")]
+    assert chunks[-1]["usage"]["completion_tokens"] == 3
+    assert all("usage" in c and c["usage"] is None for c in chunks[:-1]), chunks
+    card = openai_client(server).models.retrieve(MODEL.name)
+    assert card.id == MODEL.name
+    assert httpx.get(server.url + "/v1/models/nope", timeout=10).status_code == 404
 
 
 def test_unknown_route_and_method(server):
@@ -359,12 +424,10 @@ def test_client_disconnect_aborts_and_pages_come_back(server):
         with client.stream("POST", "/v1/chat/completions", json=body) as r:
             assert r.status_code == 200
             lines = r.iter_lines()
-            first = json.loads(next(line for line in lines if line)[6:])
-            uid = int(first["id"].rpartition("-")[2])
             events = [line for _, line in zip(range(10), (x for x in lines if x))]
     assert len(events) == 10  # 读了 10 个事件就断开
     # API server 发出取消，调度器真的把这个请求拿掉了（不是生成完 900 个 token 才结束）……
-    server.wait_for_log(rf"客户端断开，取消请求 {uid}\b", start)
+    uid = int(server.wait_for_log(r"客户端断开，取消请求 (\d+)", start).group(1))
     aborted = server.wait_for_log(rf"请求 {uid} 已取消", start)
     # ……之后调度器空闲，KV 页核对通过：空闲页 + 前缀缓存页 = 总页数，一页不少
     check = server.wait_for_log(r"KV 页核对通过\D*(\d+)\D+(\d+)\D+(\d+)", start + aborted.end())
@@ -407,6 +470,7 @@ def test_sigterm_stops_every_child_and_frees_port(server):
     while any(alive(pid) for pid in children) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not [pid for pid in children if alive(pid)], "SIGTERM 之后还有子进程活着"
+    assert "API server 已停止" in server.log() and "Traceback" not in server.log(), server.log()[-3000:]
     assert not Path(ipc_dir).exists(), "IPC 临时目录没有删掉"
     with socket.socket() as s:  # 端口空出来了：新的服务器能在上面监听（TIME_WAIT 的连接不算占用）
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -429,7 +493,7 @@ def test_child_dying_at_startup_is_a_clear_error(tmp_path):
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 1, err[-2000:]
-    assert re.search(r"错误：(调度器 rank 0|分词进程)（pid \d+）还没就绪就退出了，退出码 1", err), err[-2000:]
+    assert re.search(r"错误：(调度器 rank 0|tokenizer 进程)（pid \d+）还没就绪就退出了，退出码 1", err), err[-2000:]
     pids = [int(p) for p in re.findall(r"已启动.+?（pid (\d+)）", err)]
     assert len(pids) == 2 and not [pid for pid in pids if alive(pid)]
     ipc_dir = re.search(r"ZMQ 地址放在 (\S+)（", err).group(1)
@@ -440,7 +504,7 @@ def test_child_dying_at_startup_is_a_clear_error(tmp_path):
 
 
 class FakeTokenizerProcess:
-    """代替分词进程 + 调度器：收到 TokenizeMsg，就把"第 n 轮"的回答分两段推回来。"""
+    """代替 tokenizer 进程 + 调度器：收到 TokenizeMsg，就把"第 n 轮"的回答分两段推回来。"""
 
     def __init__(self) -> None:
         self.sent: list = []
@@ -538,3 +602,113 @@ def test_flags_map_to_server_args_and_errors_are_chinese(capsys):
         assert info.value.code == 2
         err = capsys.readouterr().err
         assert "错误：" in err and words in err, err
+
+
+def test_drain_fails_waiters_after_the_grace_period_and_refuses_new_requests():
+    from minisgl.core import SamplingParams
+    from minisgl.server.api_server import BackendUnavailable, FrontendManager
+
+    async def scenario():
+        fake = FakeTokenizerProcess()
+        fake.silent = True
+        frontend = FrontendManager(fake, fake)
+        frontend.start()
+        uid = await frontend.submit("a", SamplingParams(), [])
+        waiting = asyncio.ensure_future(frontend.next_reply(uid))
+        frontend.drain(0.05)  # 停服务：正在等的请求最多再等 0.05 秒
+        with pytest.raises(BackendUnavailable, match="正在停止"):
+            await frontend.submit("b", SamplingParams(), [])  # 新请求立刻被拒
+        await asyncio.sleep(0)
+        assert not waiting.done()  # 宽限期内还在等
+        with pytest.raises(BackendUnavailable, match="正在停止"):
+            await asyncio.wait_for(waiting, timeout=30)  # 防挂死，不是计时断言
+        await frontend.shutdown()
+
+    asyncio.run(scenario())
+
+
+def test_submit_that_fails_to_send_leaves_no_queue_behind():
+    from minisgl.core import SamplingParams
+    from minisgl.server.api_server import FrontendManager
+
+    class Broken(FakeTokenizerProcess):
+        async def put(self, msg) -> None:
+            raise UnicodeEncodeError("utf-8", "\ud800", 0, 1, "surrogates not allowed")
+
+    async def scenario():
+        frontend = FrontendManager(Broken(), Broken())
+        with pytest.raises(UnicodeEncodeError):
+            await frontend.submit("x", SamplingParams(), [])
+        return frontend.reply_queues
+
+    assert asyncio.run(scenario()) == {}
+
+
+def test_tokenizer_rejects_long_prompts_early_and_cuts_max_tokens(tokenizer, monkeypatch):
+    from minisgl.core import SamplingParams
+    from minisgl.message import TokenizeMsg, UserMsg
+    from minisgl.tokenizer.server import PROMPT_TOO_LONG, TokenizerHandler
+
+    handler = TokenizerHandler(tokenizer, max_seq_len=32)
+    fits = TokenizeMsg(0, "The capital of France is", SamplingParams(max_tokens=1000), [])
+    n = len(tokenizer.encode(fits.text))
+    to_backend, replies = handler.handle([fits])
+    assert replies == [] and isinstance(to_backend[0], UserMsg)
+    assert to_backend[0].sampling_params.max_tokens == 32 - n  # 截到剩下的空间
+    tokenized = []
+    original = handler.tokenize_manager.tokenize
+    monkeypatch.setattr(handler.tokenize_manager, "tokenize",
+                        lambda msgs: tokenized.append(msgs) or original(msgs))
+    huge = TokenizeMsg(1, "a" * (32 * handler.max_token_chars + 1), SamplingParams(), [])
+    just_too_long = TokenizeMsg(2, " hello" * 40, SamplingParams(), [])
+    to_backend, replies = handler.handle([huge, just_too_long])
+    assert to_backend == [] and [r.uid for r in replies] == [1, 2]
+    assert all(r.finish_reason == "error" and r.error.startswith(PROMPT_TOO_LONG) for r in replies)
+    assert [m.uid for msgs in tokenized for m in msgs] == [2]  # 超长的那个根本没有分词
+
+
+def test_shell_drops_oldest_turns_when_the_chat_gets_too_long(monkeypatch, capsys):
+    from minisgl.message import TokenizeMsg, UserReply
+    from minisgl.server.api_server import FrontendManager, ServedModel
+    from minisgl.server.shell import run_shell
+    from minisgl.tokenizer.server import PROMPT_TOO_LONG
+
+    class Short(FakeTokenizerProcess):  # 最多放得下两轮（第三个问题带着两轮历史就放不下了）
+        async def put(self, msg) -> None:
+            if isinstance(msg, TokenizeMsg) and sum(m["role"] == "user" for m in msg.text) > 2:
+                self.sent.append(msg)
+                self.replies.put_nowait(UserReply(msg.uid, "", True, "error",
+                                                  error=f"{PROMPT_TOO_LONG}：提示有 600 个 token"))
+                return
+            await super().put(msg)
+
+    fake = Short()
+    monkeypatch.setattr(sys, "stdin", io.StringIO("一\n二\n三\n/exit\n"))
+    asyncio.run(run_shell(lambda: FrontendManager(fake, fake), ServedModel("f", "/f", 512)))
+    out = capsys.readouterr().out
+    asked = [m.text for m in fake.sent if isinstance(m, TokenizeMsg)]
+    assert [sum(m["role"] == "user" for m in a) for a in asked] == [1, 2, 3, 2]
+    assert asked[-1][0] == {"role": "user", "content": "二"}  # 去掉的是最早的一轮
+    assert "[对话太长" in out and "[出错]" not in out
+
+
+def test_ctrl_c_during_a_shell_answer_cancels_only_that_answer(monkeypatch, capsys):
+    from minisgl.message import AbortMsg, TokenizeMsg
+    from minisgl.server.api_server import FrontendManager, ServedModel
+    from minisgl.server.shell import run_shell
+
+    class Stuck(FakeTokenizerProcess):  # 第一问永远不回答；收到它时模拟用户按 Ctrl-C
+        async def put(self, msg) -> None:
+            if isinstance(msg, TokenizeMsg) and not self.sent:
+                self.sent.append(msg)
+                asyncio.get_running_loop().call_later(0.05, os.kill, os.getpid(), signal.SIGINT)
+                return
+            await super().put(msg)
+
+    fake = Stuck()
+    monkeypatch.setattr(sys, "stdin", io.StringIO("卡住的问题\n你好\n/exit\n"))
+    asyncio.run(run_shell(lambda: FrontendManager(fake, fake), ServedModel("f", "/f", 512)))
+    out = capsys.readouterr().out
+    assert "[已取消这个回答]" in out and "第 1 轮的回答" in out  # 取消后 shell 照常回答下一问
+    first = fake.sent[0].uid
+    assert any(isinstance(m, AbortMsg) and m.uid == first for m in fake.sent)

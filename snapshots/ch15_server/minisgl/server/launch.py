@@ -1,7 +1,7 @@
 """启动器：`python -m minisgl` 从这里开始。
 
     主进程（API server）  ──spawn──>  调度器 rank 0 .. n-1（每个 TP rank 一个进程）
-                          ──spawn──>  分词进程（分词 + 反分词）
+                          ──spawn──>  tokenizer 进程（分词 + 反分词）
 
 子进程用 "spawn" 启动（全新的解释器，不继承主进程的线程和锁）。每个子进程就绪后往
 ack 队列里放一条消息；全部到齐才开始服务。之后一个看守线程盯着子进程：谁意外退出，
@@ -88,12 +88,13 @@ def _run_scheduler(args: ServerArgs, ack_queue) -> None:
     _exit_now()
 
 
-def _run_tokenizer(ack_queue, **kwargs) -> None:
+def _run_tokenizer(ack_queue, limit_queue, **kwargs) -> None:
     _prepare_child()
-    from minisgl.tokenizer import tokenize_worker
-
     try:
-        tokenize_worker(ack_queue=ack_queue, **kwargs)
+        from minisgl.tokenizer import tokenize_worker  # 慢的 import 和调度器加载模型同时进行
+
+        max_seq_len = limit_queue.get()  # 调度器就绪后，启动器把它的 max_seq_len 转过来
+        tokenize_worker(ack_queue=ack_queue, max_seq_len=max_seq_len, **kwargs)
     except KeyboardInterrupt:
         pass
     _exit_now()
@@ -123,6 +124,7 @@ class Backend:
         self.stopping = threading.Event()  # 置位后，子进程退出是意料之中的
         self.ctx = mp.get_context("spawn")
         self.ack_queue = self.ctx.Queue()
+        self.limit_queue = self.ctx.Queue()  # 把调度器的 max_seq_len 转给 tokenizer 进程
 
     def start(self) -> dict:
         """启动全部子进程，等每个都报就绪。返回调度器报上来的信息（max_seq_len、num_pages）。"""
@@ -130,7 +132,7 @@ class Backend:
         for rank in range(n):
             rank_args = replace(args, tp_info=DistributedInfo(rank, n))
             self._spawn(f"调度器 rank {rank}", _run_scheduler, (rank_args, self.ack_queue), {})
-        self._spawn("分词进程", _run_tokenizer, (self.ack_queue,), {
+        self._spawn("tokenizer 进程", _run_tokenizer, (self.ack_queue, self.limit_queue), {
             "tokenizer_path": str(args.model_path), "addr": args.zmq_tokenizer_addr,
             "backend_addr": args.zmq_backend_addr, "frontend_addr": args.zmq_frontend_addr})
         return self._wait_ready()
@@ -158,8 +160,9 @@ class Backend:
                     raise StartupError(f"等了 {timeout:.0f} 秒，还有 {waiting} 个子进程没有就绪")
                 continue
             waiting -= 1
-            if isinstance(ack, dict) and "max_seq_len" in ack:
+            if isinstance(ack, dict) and "max_seq_len" in ack and not info:
                 info = ack
+                self.limit_queue.put(ack["max_seq_len"])
             logger.info("%s", ack["who"] if isinstance(ack, dict) else ack)
         return info
 
@@ -190,8 +193,9 @@ class Backend:
                 logger.warning("%s（pid %d）%.0f 秒内没有退出，强行结束", name, proc.pid, timeout)
                 proc.kill()
                 proc.join(timeout=1)
-        self.ack_queue.close()
-        self.ack_queue.join_thread()
+        for q in (self.ack_queue, self.limit_queue):
+            q.close()
+            q.join_thread()
         shutil.rmtree(self.args.ipc_dir, ignore_errors=True)
 
 
@@ -226,6 +230,8 @@ def launch_server(argv: list[str] | None = None) -> int:
     args = replace(args, ipc_dir=new_ipc_dir(),
                    distributed_port=_free_port() if args.tp_info.size > 1 else args.distributed_port)
     signal.signal(signal.SIGTERM, _sigterm_to_exit)
+    if args.shell_mode:  # 子进程的 INFO 日志（如每次空闲时的 KV 页核对）会混进对话里：只留警告和错误
+        os.environ.setdefault("MINISGL_LOG_LEVEL", "WARNING")
     backend = Backend(args)
     logger.info("进程间的 ZMQ 地址放在 %s（退出时删除）", args.ipc_dir)
     try:
@@ -248,8 +254,9 @@ def launch_server(argv: list[str] | None = None) -> int:
         else:
             from .api_server import run_api_server
 
-            run_api_server(model, connect, args.server_host, args.server_port,
-                           on_ready=_watcher(backend))
+            stopped_by = run_api_server(model, connect, args.server_host, args.server_port,
+                                        on_ready=_watcher(backend))
+            return 128 + stopped_by if stopped_by else 0  # 和被信号结束的进程一样：143、130
         return 0
     except StartupError as e:
         print(f"错误：{e}", file=sys.stderr)

@@ -4,17 +4,21 @@
 每一轮把之前的全部对话连同新问题一起发出去（模型本身不记得上一轮），所以第 n 轮的
 提示以前 n-1 轮为前缀：radix 缓存命中这段前缀，首个 token 来得更快（每轮结束打印用时）。
 
-命令：/reset 清空历史，/exit（或 Ctrl-D）退出。
+命令：/reset 清空历史，/exit（或 Ctrl-D）退出。回答到一半按 Ctrl-C：停下这个回答，回到提示符。
+对话长到放不进 max_seq_len 时，去掉最早的一轮再问（并打印一行说明）。
 """
 
 from __future__ import annotations
 
 import asyncio
+import signal
 import sys
 import time
 from typing import Awaitable, Callable
 
 from minisgl.core import SamplingParams
+
+from minisgl.tokenizer.server import PROMPT_TOO_LONG
 
 from .api_server import BackendUnavailable, FrontendManager, ServedModel
 
@@ -34,6 +38,8 @@ async def _terminal_reader(write: Callable[[str], None]) -> Callable[[], Awaitab
                 return await session.prompt_async("你> ")
             except EOFError:
                 return None
+            except KeyboardInterrupt:  # 输入时按 Ctrl-C：丢掉这一行，像普通的 shell 一样
+                return ""
 
         return read
 
@@ -58,7 +64,18 @@ class ChatSession:
         self.history: list[dict[str, str]] = []
 
     async def ask(self, question: str) -> str:
-        messages = self.history + [{"role": "user", "content": question}]
+        while True:
+            messages = self.history + [{"role": "user", "content": question}]
+            answer = await self._ask_once(messages)
+            if answer is not _TOO_LONG:
+                return answer
+            if not self.history:
+                self.write("[出错] 这个问题本身就超过了模型能放下的长度\n")
+                return ""
+            self.history = self.history[2:]  # 去掉最早的一问一答
+            self.write(f"[对话太长：去掉最早的一轮，带着 {len(self.history) // 2} 轮历史重试]\n")
+
+    async def _ask_once(self, messages: list[dict[str, str]]):
         start = time.perf_counter()
         uid = await self.frontend.submit(messages, self.params, [])
         pieces, first_token_at, reply = [], None, None
@@ -66,6 +83,8 @@ class ChatSession:
             while reply is None or not reply.finished:
                 reply = await self.frontend.next_reply(uid)
                 if reply.finish_reason == "error":
+                    if (reply.error or "").startswith(PROMPT_TOO_LONG):
+                        return _TOO_LONG
                     self.write(f"[出错] {reply.error}\n")
                     return ""
                 if first_token_at is None:
@@ -84,6 +103,9 @@ class ChatSession:
 
     def reset(self) -> None:
         self.history = []
+
+
+_TOO_LONG = object()  # _ask_once 的返回值：提示放不下（sentinel：一个只用来比较身份的特殊对象）
 
 
 async def run_shell(connect: Callable[[], FrontendManager], model: ServedModel, *,
@@ -119,8 +141,26 @@ async def run_shell(connect: Callable[[], FrontendManager], model: ServedModel, 
                 write(f"[不认识的命令 {line}] {HELP}\n")
                 continue
             write("助手> ")
-            await chat.ask(line)
+            await _interruptible(chat.ask(line), write)
     except BackendUnavailable as e:
         write(f"\n[后端已退出] {e}\n")
     finally:
         await frontend.shutdown()
+
+
+async def _interruptible(coro, write: Callable[[str], None]) -> None:
+    """跑一轮回答；这期间 Ctrl-C（SIGINT）只取消这一轮（请求被 abort），shell 继续。"""
+    loop = asyncio.get_running_loop()
+    task = loop.create_task(coro)
+    try:
+        loop.add_signal_handler(signal.SIGINT, task.cancel)
+    except (NotImplementedError, RuntimeError):  # 不在主线程（如测试里）：没有这个功能
+        return await task
+    try:
+        await task
+    except asyncio.CancelledError:
+        if asyncio.current_task().cancelling():  # 被取消的是 shell 自己（在退出），不只是这一轮
+            raise
+        write("\n[已取消这个回答]\n")
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
