@@ -344,7 +344,7 @@ assert left == []
 listing("minisgl/server/shell.py", "ChatSession.ask")
 
 # %% [markdown]
-# 终端里用 prompt_toolkit 读输入（能编辑、有历史、命令补全）；输入来自管道时直接读 stdin，所以脚本和测试能驱动它。回答到一半按 Ctrl-C 只取消这一轮（请求被 abort），回到提示符；对话长到放不进 `max_seq_len` 时，shell 去掉最早的一轮再问，并打印一行说明。`examples/ch15_multiturn.py` 把同一段 6 轮对话（第一轮贴一段几百 token 的文字）分别喂给 `--cache-type radix` 和 `--cache-type naive` 的 shell，读每轮结束时打印的首 token 时间。这个测量要起两次服务器、跑几分钟，下面是构建这一页时的真实输出（时间因机器和负载而异，会抖）：
+# 终端里用 prompt_toolkit 读输入（能编辑、有历史、命令补全）；输入来自管道时直接读 stdin，所以脚本和测试能驱动它。回答到一半按 Ctrl-C 只取消这一轮（请求被 abort），回到提示符；对话长到放不进 `max_seq_len` 时，shell 去掉最早的一轮再问，并打印一行说明。`examples/ch15_multiturn.py` 把同一段 6 轮对话（第一轮贴一段几百 token 的文字）喂给 `--cache-type radix` 和 `--cache-type naive` 的 shell。两个服务器同时开着，每一轮两边紧挨着问，机器的忙闲对两边的影响差不多；整段跑 3 遍，首 token 时间每轮取最快的一次。每轮真正算了多少个提示 token 不靠推算，读调度器自己的日志：它每次空闲时记下前缀缓存里有多少个 token（这里一页一个 token）；一轮结束时，提示里没命中的部分和生成的 token 都进了缓存，所以缓存新增的 token 减去本轮生成的 token，就是本轮算过的提示 token。这个测量要起 6 次服务器、跑两分钟左右，下面是构建这一页时的真实输出（时间因机器和负载而异，“算了”的 token 数与机器无关）：
 
 # %% tags=["remove-input", "milestone"]
 # NBVAL_SKIP
@@ -357,7 +357,7 @@ with contextlib.redirect_stdout(buffer):
 print(buffer.getvalue(), end="")
 
 # %% [markdown]
-# 第 1 轮两边都要从头算几百个 token，算的量一样，时间的差别只是噪声。之后 naive 每轮都重算越来越长的整段历史；radix 只算新的问题（上一轮的回答生成时已经进了缓存），首 token 时间远低于 naive。
+# 第 1 轮两边都从头算整段提示（“算了”的一列相同），首 token 时间也就差不多。之后 naive 每轮都重算越来越长的整段历史，首 token 时间跟着提示长度一起涨；radix 每轮只算二十个上下的 token：新问题和聊天模板补上的几个标记（上一轮的回答生成时已经进了缓存），首 token 时间不随轮数变长，比 naive 快一个数量级。
 #
 # ## 运行
 #

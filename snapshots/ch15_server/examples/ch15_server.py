@@ -133,7 +133,7 @@ def main() -> None:
     print(f"== python -m minisgl --model-path {model.name} --num-pages 512")
     with ServerProcess("--model-path", str(model), "--num-pages", "512") as server:
         children = children_of(server.proc.pid)
-        started = re.findall(r"已启动(.+?)（pid", server.log())
+        started = re.findall(r"已启动 ?(.+?)（pid", server.log())
         print(f"就绪：API server（主进程）+ 子进程 {started}")
         client = OpenAI(base_url=server.url + "/v1", api_key="none", max_retries=0)
         print("GET /v1/models →", [m.id for m in client.models.list().data])

@@ -142,7 +142,8 @@ class Backend:
                                 daemon=False)  # 非守护：调度器自己还要起线程
         proc.start()
         self.procs.append((name, proc))
-        logger.info("已启动%s（pid %d）", name, proc.pid)
+        space = " " if name[0].isascii() else ""  # 中文紧挨着英文时隔一个空格
+        logger.info("已启动%s%s（pid %d）", space, name, proc.pid)
 
     def _wait_ready(self) -> dict:
         timeout = self.args.startup_timeout
