@@ -531,14 +531,9 @@ run("python examples/ch00_tiny_engine.py")
 # - 我们每条序列一块连续缓存，掩码和 `repeat_interleave` 写在明面上，上游用共享的 KV 池和页表、由注意力内核在内部处理掩码和分组（`kvcache/mha_pool.py` · `MHAKVCache`），因为这里要先看清原理。
 # - 我们只认 Llama 和 Qwen3、其余报错，上游还支持 Qwen2、MoE 等（`models/register.py` · `get_model_class`），因为两种架构已经覆盖了全书要讲的差别。
 #
-# ### 上游的对应文件
+# ## 官方实现
 #
-# 上游仓库 `sgl-project/mini-sglang`：
-#
-# - 配置与模型：`python/minisgl/models/config.py` · `ModelConfig`；`python/minisgl/models/llama.py` · `LlamaForCausalLM`；`python/minisgl/models/qwen3.py` · `Qwen3ForCausalLM`
-# - 算子：`python/minisgl/layers/norm.py`、`python/minisgl/layers/rotary.py`；注意力后端在 `python/minisgl/attention/`
-# - 一步前向与采样：`python/minisgl/engine/engine.py` · `Engine.forward_batch`；生成循环：`python/minisgl/scheduler/scheduler.py` · `Scheduler`
-# - 进程的启动：`python/minisgl/server/launch.py` · `launch_server`
+# 上游没有这样一个单文件的引擎：本章的加载、前向、采样和生成循环在上游拆进了各个模块，第 2、3、6、7 章的“官方实现”一节各自给出它们的位置。
 
 # %% [markdown]
 # ## 测试

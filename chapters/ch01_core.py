@@ -259,7 +259,7 @@ for bad in (dict(temperature=-0.5), dict(top_p=0.0), dict(top_k=0), dict(max_tok
 listing("minisgl/core.py", "SamplingParams")
 
 # %% [markdown]
-# `max_tokens=True` 被拒绝，是因为 `bool` 是 `int` 的子类，`True` 会被当成 1 悄悄放行。`temperature = 0` 本身合法，表示[贪心](../glossary.md#greedy)：采样器先看 `is_greedy`，是贪心就取 argmax，不拿它做除数。
+# `max_tokens=True` 被拒绝，是因为 `bool` 是 `int` 的子类，`True` 会被当成 1 悄悄放行。`temperature = 0` 本身合法，表示[贪心](../glossary.md#greedy)：采样器先看 `is_greedy`，是贪心就取 argmax，不拿它做除数。小于 1e-5 的温度也按贪心（和 vLLM 一样）：除以 1e-40 会让 logits 溢出成 inf，再变成 NaN，抽到的就不是 argmax 了。
 #
 # ??? note "深入：is_greedy 为什么不看 top_p"
 #     top-p 截断总会保留概率最大的那个 token。温度为 0 时分布退化成 argmax，截断与否都一样；top-k 为 1 时只剩第一名，再加 top-p 也一样。结果与每步取 argmax 完全相同，就该走更快、也确定的 argmax 分支。
@@ -289,7 +289,7 @@ finally:
 assert ENV.LOG_LEVEL == (saved or "INFO").upper()
 
 # %% [markdown]
-# 写错的开关若悄悄退回默认值，你会以为设置生效了，却查不出为什么没变化。后面的章节需要新的开关时，在 `Env` 里各加一行。`utils/` 里是几个有名字的小工具：`div_even`（整除，分不匀就报错）、`div_ceil`、`align_ceil`（按页取整）、`is_cuda`、`device_of`、`torch_dtype`、`to_device`（把 CPU 上的数交给设备：CUDA 上先放进[锁页内存](../glossary.md#pinned-memory)再 `non_blocking` 拷贝，CPU 不必等它拷完；CPU 上就是普通的张量），以及带 rank 前缀的日志；它们在第 2 到第 6 章陆续用到。
+# 写错的开关若悄悄退回默认值，你会以为设置生效了，却查不出为什么没变化。后面的章节需要新的开关时，在 `Env` 里各加一行。`utils/` 里是几个有名字的小工具：`div_even`（整除，分不匀就报错）、`div_ceil`、`align_ceil`（按页取整）、`is_cuda`、`device_of`、`torch_dtype`、`to_device`（把 CPU 上的数交给设备：CUDA 上先放进[锁页内存](../glossary.md#pinned-memory)再 `non_blocking` 拷贝，CPU 不必等它拷完；CPU 上就是普通的张量），带 rank 前缀的日志，以及注册表 `Registry`（名字 → 实现，名字写错时报一条中文错误并列出可选的名字；模型架构、注意力后端、前缀缓存都用它登记）；它们在第 2 到第 9 章陆续用到。
 #
 # ??? note "深入：div_even 与 KV 头的复制"
 #     张量并行要把 query 头、MLP 中间维、词表平均分给每个 rank，分不匀就该在建模型时报错。`allow_replicate=True` 是专给 KV 头留的口子：GQA 模型的 KV 头常常比 rank 还少，这时每个 rank 放 1 个 KV 头，每个头复制到 `b // a` 个 rank 上。以 Qwen3-0.6B 为例（16 个 query 头、8 个 KV 头）：TP=2 每个 rank 8 个 query 头、4 个 KV 头；TP=16 每个 rank 1 个 query 头、1 个 KV 头，每个 KV 头复制 2 份；TP=3 时 `div_even(16, 3)` 直接报错。query 头不能复制，复制了就是两个 rank 算同一份输出。
@@ -318,13 +318,17 @@ run("python examples/ch01_core.py")
 # - 我们允许 `set_global_ctx` 替换和清除，上游断言只登记一次（`core.py` · `set_global_ctx`），因为本书在一个进程里先后创建多个 Engine。
 # - 我们的 `ENV` 每次现读、写错就抛 `EnvError`，上游在导入时读一次、解析失败悄悄用默认值（`env.py` · `EnvClassSingleton`），因为看似生效的错开关最难查。
 #
-# ### 上游的对应文件
+# ## 官方实现
 #
-# 上游仓库 `sgl-project/mini-sglang`：
+# 行号指[上游](../glossary.md#upstream)词条里固定的那个提交。
 #
-# - 数据结构：`python/minisgl/core.py` · `SamplingParams`、`Req`、`Batch`、`Context`、`get_global_ctx`
-# - 发出即记账：`python/minisgl/engine/engine.py` · `Engine.forward_batch`（前向之后立即对每个请求 `complete_one()`）；`python/minisgl/scheduler/scheduler.py` · `Scheduler._process_last_data`（拷回完成后才 `append_host`）
-# - 环境变量与整数工具：`python/minisgl/env.py` · `EnvClassSingleton`；`python/minisgl/utils/misc.py` · `div_even`、`div_ceil`
+# - 采样参数：`python/minisgl/core.py` · `SamplingParams`（第 15～25 行）
+# - 请求、它的三段长度和发出即记账：`python/minisgl/core.py` · `Req`（第 28～68 行）
+# - 一批请求：`python/minisgl/core.py` · `Batch`（第 71～97 行）
+# - 全局上下文：`python/minisgl/core.py` · `Context`（第 100～122 行）、`python/minisgl/core.py` · `set_global_ctx`（第 128～131 行）、`python/minisgl/core.py` · `get_global_ctx`（第 134～136 行）
+# - 发出即记账的两头，前向之后就 `complete_one()`，拷回之后才 `append_host`：`python/minisgl/engine/engine.py` · `Engine.forward_batch`（第 191～206 行）、`python/minisgl/scheduler/scheduler.py` · `Scheduler._process_last_data`（第 138～167 行）
+# - 环境变量：`python/minisgl/env.py` · `EnvClassSingleton`（第 58～84 行）
+# - 整数工具：`python/minisgl/utils/misc.py` · `div_even`（第 20～26 行）、`python/minisgl/utils/misc.py` · `div_ceil`（第 29～31 行）
 
 # %% [markdown]
 # ## 测试

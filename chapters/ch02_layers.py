@@ -930,9 +930,18 @@ run("python examples/ch02_layers.py")
 # - 我们总在 CPU 上建 RoPE 表、首次前向再搬走，上游要求先调 `set_rope_device`（`layers/rotary.py` · `get_rope`），因为这样建模型不必知道设备。
 # - 我们的 LM head 用 `extend_len` 的前缀和挑行，上游读注意力元数据的 `get_last_indices`（`layers/embedding.py` · `ParallelLMHead`），因为本章还没有注意力后端。
 #
-# ??? note "深入：上游的对应文件"
+# ## 官方实现
 #
-#     上游仓库 `sgl-project/mini-sglang` 的 `python/minisgl/` 下：`layers/base.py` · `BaseOP`、`StateLessOP`、`OPList`；`layers/norm.py`；`layers/rotary.py` · `RotaryEmbedding`、`get_rope`、`set_rope_device`；`layers/activation.py`；`layers/linear.py` · `LinearReplicated`、`LinearColParallelMerged`、`LinearQKVMerged`、`LinearOProj`、`LinearRowParallel`；`layers/embedding.py`；`layers/attention.py` · `AttentionLayer`；`distributed/info.py` · `set_tp_info`、`get_tp_info`（只能登记一次，我们允许反复登记以便单进程模拟）；`distributed/impl.py` · `DistributedCommunicator`、`PyNCCLDistributedImpl`。
+# 行号指[上游](../glossary.md#upstream)词条里固定的那个提交。
+#
+# - 算子的基类和装权重：`python/minisgl/layers/base.py` · `BaseOP`（第 15～53 行）、`python/minisgl/layers/base.py` · `OPList`（第 77～99 行）
+# - RMSNorm，都调 flashinfer，融合版顺带加上残差：`python/minisgl/layers/norm.py` · `RMSNorm`（第 8～20 行）、`python/minisgl/layers/norm.py` · `RMSNormFused`（第 23～38 行）
+# - RoPE，同样的参数只建一份：`python/minisgl/layers/rotary.py` · `RotaryEmbedding`（第 12～52 行）、`python/minisgl/layers/rotary.py` · `get_rope`（第 125～143 行）
+# - 激活：`python/minisgl/layers/activation.py` · `silu_and_mul`（第 9～12 行）
+# - 线性层的几种切法：`python/minisgl/layers/linear.py` · `LinearColParallelMerged`（第 56～68 行）、`python/minisgl/layers/linear.py` · `LinearQKVMerged`（第 71～88 行）、`python/minisgl/layers/linear.py` · `LinearRowParallel`（第 109～127 行）
+# - 词表并行的嵌入和 LM head：`python/minisgl/layers/embedding.py` · `VocabParallelEmbedding`（第 14～42 行）、`python/minisgl/layers/embedding.py` · `ParallelLMHead`（第 45～110 行）
+# - 注意力层，把计算交给后端：`python/minisgl/layers/attention.py` · `AttentionLayer`（第 18～57 行）
+# - TP 信息（上游只许登记一次）和通信：`python/minisgl/distributed/info.py` · `set_tp_info`（第 21～25 行）、`python/minisgl/distributed/impl.py` · `DistributedCommunicator`（第 63～70 行）
 
 # %% [markdown]
 # ## 测试

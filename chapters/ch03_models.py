@@ -186,7 +186,7 @@ assert (c.num_kv_heads, c.head_dim, c.rope_theta) == (8, 8, 10000.0)
 # %% [markdown]
 # ## 注册表：architectures[0] 决定用哪个类
 #
-# `architectures` 是 transformers 保存模型时写下的类名，比如 `["Qwen3ForCausalLM"]`。加一个架构就是写一个类、在字典里加一行：
+# `architectures` 是 transformers 保存模型时写下的类名，比如 `["Qwen3ForCausalLM"]`。加一个架构就是写一个类、在注册表里登记一行（`Registry` 来自第 1 章的 `utils/`，注意力后端和前缀缓存也用同一种表）：
 
 # %% tags=["remove-input"]
 listing("minisgl/models/register.py")
@@ -852,7 +852,7 @@ run("python examples/ch03_models.py")
 # - 我们的词表分片补零行、各 rank 一样高，上游按 `[start, min(end, vocab))` 截取不补零（`models/weight.py` · `_shard_tensor`），因为词表除不尽时形状要和层对得上。
 # - 我们在文件读完时对凑不齐的组抛 `ValueError`，上游用 `assert not merge_buf`（`models/weight.py` · `load_weight`），因为 `python -O` 下 assert 会消失，而这是检查点的问题，不是内部不变量。
 #
-# ??? note "深入：与上游的更多差别、加载器的演变和对应文件"
+# ??? note "深入：与上游的更多差别和加载器的演变"
 #
 #     - **配置从哪里来。** 上游的 `ModelConfig.from_hf` 吃的是 transformers 的 `PretrainedConfig`（`utils/hf.py` 的 `cached_load_hf_config` 用 `AutoConfig` 读），RoPE 的参数放在嵌套的 `RotaryConfig(head_dim, rotary_dim, max_position, base, scaling)` 里，`rope_scaling` 原样传下去由 RoPE 层处理；还读 `hidden_act`、`model_type`，以及 MoE 的 `num_experts`、`num_experts_per_tok`、`moe_intermediate_size`、`norm_topk_prob`，多模态包装的配置会先取 `text_config`。缺省值的处理（`head_dim`、`num_key_value_heads` 用 `getattr` 带缺省）与我们相同。我们直接解析 JSON，引擎本身不依赖 transformers；不支持的 `rope_scaling` 直接报错。
 #     - **注册表。** 上游 `register.py` 的 `_MODEL_REGISTRY` 把架构名映射到（模块路径, 类名），`get_model_class` 用 `importlib` 按需导入，只有用到的模型文件才会被 import；`models/__init__.py` 的 `create_model(model_config)` 取 `architectures[0]`。支持的架构更多：Llama、Qwen2、Qwen3、Qwen3-MoE、Mistral（含 `Mistral3ForConditionalGeneration`）、Llama 4。更早的版本是按模型路径里的子串（`"llama"`、`"qwen3"`、`"mistral"`）选类的。
@@ -862,15 +862,17 @@ run("python examples/ch03_models.py")
 #     - **合并与报错。** 上游用 `_MERGE_GROUPS` / `_SLOT_NAMES` 描述哪几个投影合成一组，`_get_merge_info` 算出合并后的名字，`merge_buf` 就是我们的 `pending`；文件读完时用 `assert not merge_buf` 检查（`python -O` 下会消失），我们抛 `ValueError`。较新的版本还处理 MoE 的专家权重（按专家号凑齐后 `torch.stack`，专家并行时跳过不归本 rank 的专家），留到第 20 章。
 #     - **加载器的演变。** 上游最早的 `load_weight` 先把所有张量读进一个字典，再 `_shard_state_dict`、再 `_merge_state_dict`（也是先切后拼，但不是流式）。PR #83 改成在 `safe_open` 里直接读到 GPU，加载从 90 秒降到 14 秒；PR #93 发现 TP 下每个 rank 都先把没切的整个模型读上 GPU、显存不够，于是改成一个张量一个张量地读、切、交出——正是本章的流式写法；PR #101 加了 KV 头复制，并把读取改回直接读到设备上。被关闭的 PR #108 指出 `_shard_tensor` 里的 `.clone()` 在内存映射上引发大量缺页、TP 越大加载反而越慢，提议改成零拷贝的视图、按文件成批搬上 GPU。我们的 `load_weight` 在 CPU 上读、切、拷，再搬到目标设备：不追求加载速度，只保证每个 rank 手里最多一个完整张量。
 #
-#     上游仓库 `sgl-project/mini-sglang` 里对应的文件：
+# ## 官方实现
 #
-#     - 配置：`python/minisgl/models/config.py` · `ModelConfig.from_hf`、`RotaryConfig`；`python/minisgl/utils/hf.py` · `cached_load_hf_config`、`download_hf_weight`
-#     - 注册表：`python/minisgl/models/register.py` · `_MODEL_REGISTRY`、`get_model_class`；`python/minisgl/models/__init__.py` · `create_model`
-#     - 积木：`python/minisgl/models/utils.py` · `GatedMLP`、`RopeAttn`（`MoEMLP` 是第 20 章的事）
-#     - 模型：`python/minisgl/models/llama.py`、`python/minisgl/models/qwen3.py` · `*DecoderLayer`、`*Model`、`*ForCausalLM`
-#     - 加载：`python/minisgl/models/weight.py` · `load_weight`、`_shard_tensor`、`_get_merge_info`
-#     - 赋值：`python/minisgl/layers/base.py` · `BaseOP.load_state_dict`
-#     - 谁在用：`python/minisgl/engine/engine.py` · `Engine.__init__`（meta 上建模型、`load_state_dict`）、`Engine._load_weight_state_dict`
+# 行号指[上游](../glossary.md#upstream)词条里固定的那个提交。
+#
+# - 从 HF 配置读出模型配置：`python/minisgl/models/config.py` · `ModelConfig.from_hf`（第 40～87 行）
+# - 架构名到模型类：`python/minisgl/models/register.py` · `_MODEL_REGISTRY`（第 5～12 行）、`python/minisgl/models/register.py` · `get_model_class`（第 15～21 行）
+# - 注意力和 MLP 两块积木：`python/minisgl/models/utils.py` · `RopeAttn`（第 79～123 行）、`python/minisgl/models/utils.py` · `GatedMLP`（第 25～50 行）
+# - Llama：`python/minisgl/models/llama.py` · `LlamaDecoderLayer`（第 18～43 行）、`python/minisgl/models/llama.py` · `LlamaForCausalLM`（第 68～82 行）
+# - Qwen3，另写一整份，差在 `has_qk_norm=True`：`python/minisgl/models/qwen3.py` · `Qwen3DecoderLayer`（第 18～41 行）、`python/minisgl/models/qwen3.py` · `Qwen3ForCausalLM`（第 66～80 行）
+# - 流式读、切、合并：`python/minisgl/models/weight.py` · `load_weight`（第 75～124 行）、`python/minisgl/models/weight.py` · `_shard_tensor`（第 34～52 行）、`python/minisgl/models/weight.py` · `_get_merge_info`（第 55～60 行）
+# - 把权重装进模型：`python/minisgl/layers/base.py` · `BaseOP.load_state_dict`（第 32～53 行）、`python/minisgl/engine/engine.py` · `Engine._load_weight_state_dict`（第 139～146 行）
 
 # %% [markdown]
 # ## 测试

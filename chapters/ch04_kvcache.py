@@ -246,9 +246,22 @@ Markdown("\n".join(lines))
 # %% [markdown]
 # ## 页表存的是槽位：`页号 × page_size + pos % page_size`
 #
-# 页表是设备上的 int32 张量 `[max_running_reqs + 1, max_seq_len]`，`page_table[row, pos]` 是第 `row` 行请求第 `pos` 个 token 的槽位。存槽位而不是页号，注意力后端查一次表就拿到 K/V 的位置，`page_size` 是 1 还是 16 读的代码都一样。规则只有一条：一个请求的第 0 到 `page_size − 1` 个 token 在它的第 0 页，接下来的在第 1 页，依此类推，页号由分配器给，不必相邻。
-#
-# 所以给位置 `[start, end)` 分槽位时，`pos % page_size == 0` 的位置要一页新页，其余位置落在已有的最后一页里。分配器的记账全在 CPU 上：
+# 页表是设备上的 int32 张量 `[max_running_reqs + 1, max_seq_len]`，`page_table[row, pos]` 是第 `row` 行请求第 `pos` 个 token 的槽位。存槽位而不是页号，注意力后端查一次表就拿到 K/V 的位置，`page_size` 是 1 还是 16 读的代码都一样。规则只有一条：一个请求的第 0 到 `page_size − 1` 个 token 在它的第 0 页，接下来的在第 1 页，依此类推，页号由分配器给，不必相邻。这条规则在代码里只写一次：
+
+# %% tags=["remove-input"]
+listing("minisgl/kvcache/allocator.py", "pages_to_slots")
+
+# %% [markdown]
+# `pages` 是一行按顺序用着的页。用的是 7 号页和 2 号页时，位置 3 到 5 跨过页边界，槽位从 31 跳到 8：
+
+# %%
+from minisgl.kvcache import pages_to_slots
+
+print(pages_to_slots([7, 2], page_size=4), pages_to_slots([7, 2], 4, start=3, end=6))
+assert pages_to_slots([7, 2], 4, 3, 6) == [31, 8, 9]
+
+# %% [markdown]
+# 给位置 `[start, end)` 分槽位时，`pos % page_size == 0` 的位置要一页新页，其余位置落在已有的最后一页里。分配器的记账全在 CPU 上：
 
 # %% tags=["remove-input"]
 listing("minisgl/kvcache/allocator.py", "PageAllocator.__init__")
@@ -304,7 +317,7 @@ assert free_after == {"一个一个分": 1, "alloc_slots": 3}
 listing("minisgl/kvcache/allocator.py", "PageAllocator.alloc_slots")
 
 # %% [markdown]
-# 第一遍只检查、只数页，第二遍才拿页、算槽位。一行已有的页和新拿的页都在 CPU 上的 `_rows[row]` 里，槽位按规则直接算出来，接着写最后一页时也不用读设备上的页表；最后 `(行, 位置, 槽位)` 三列一次送上设备、一次写进页表。
+# 第一遍只检查、只数页，第二遍才拿页、算槽位。一行已有的页和新拿的页都在 CPU 上的 `_rows[row]` 里，槽位由 `pages_to_slots` 按规则直接算出来，接着写最后一页时也不用读设备上的页表；最后 `(行, 位置, 槽位)` 三列一次送上设备、一次写进页表。
 #
 # ??? note "深入：一行的页和 cached_len 对不上时"
 #
@@ -434,9 +447,17 @@ run("python examples/ch04_kvcache.py")
 # - 我们一批装不下就报错、什么都不改；上游先从前缀缓存赶走页再 `assert` 够用，因为接纳请求时已按估算长度预留：`python/minisgl/scheduler/prefill.py` · `PrefillAdder._try_allocate_one`。
 # - 我们的池子没有页这一维、`store_kv` 用索引赋值；上游存成 `[2, 层, 页, page_size, …]`、调 CUDA 内核 `store_cache`，因为它只在 GPU 上跑：`python/minisgl/kvcache/mha_pool.py` · `MHAKVCache`。
 #
-# ??? note "深入：上游在哪里做同一件事"
+# ## 官方实现
 #
-#     上游仓库 `sgl-project/mini-sglang`：池子在 `python/minisgl/kvcache/mha_pool.py` · `MHAKVCache`；分配与释放在 `python/minisgl/scheduler/cache.py` · `CacheManager`（`allocate_paged`、`_write_page_table` 用锁页内存和 `non_blocking=True` 把下标拷上设备、`lazy_free_region` 把一轮里的释放攒到最后一起拼接）；页表的行与 token 池在 `python/minisgl/scheduler/table.py` · `TableManager`（空闲行 `list(range(...))` 用 `pop()` 取，第一个请求拿到最后一行，没有重复释放的检查）。前缀缓存的页由 radix 树节点上的 `ref_count` 保护（`python/minisgl/kvcache/radix_cache.py`），分配器本身不计数。
+# 行号指[上游](../glossary.md#upstream)词条里固定的那个提交。
+#
+# - KV 池，写入调 CUDA 内核 `store_cache`：`python/minisgl/kvcache/mha_pool.py` · `MHAKVCache`（第 10～68 行），接口在 `python/minisgl/kvcache/base.py` · `BaseKVCachePool`（第 10～37 行）
+# - 按模型配置建池：`python/minisgl/kvcache/__init__.py` · `create_kvcache_pool`（第 27～44 行）
+# - 池子多一页占位页，页表多一行给占位请求，都在引擎构造时建好：`python/minisgl/engine/engine.py` · `Engine.__init__`（第 30～110 行）
+# - 页表的行和 token 池，空闲行用 `pop()` 从最后一行取、不查重复释放：`python/minisgl/scheduler/table.py` · `TableManager`（第 4～21 行）
+# - 按页分配、释放，空闲页是设备上一个不计数的张量（前缀缓存的页由 radix 节点的 `ref_count` 保护）：`python/minisgl/scheduler/cache.py` · `CacheManager.allocate_paged`（第 42～53 行）、`python/minisgl/scheduler/cache.py` · `CacheManager._allocate`（第 106～113 行）、`python/minisgl/scheduler/cache.py` · `CacheManager._free`（第 115～117 行）
+# - 把一轮里的释放攒到最后一起拼接：`python/minisgl/scheduler/cache.py` · `CacheManager.lazy_free_region`（第 93～104 行）
+# - 写页表，下标经锁页内存 `non_blocking` 拷上设备：`python/minisgl/scheduler/cache.py` · `_write_page_table`（第 127～146 行）
 
 # %% [markdown]
 # ## 测试

@@ -489,15 +489,17 @@ run("python examples/ch05_attention.py")
 # - 我们的接口只有两个方法，上游的 `BaseAttnBackend` 还有 `init_capture_graph`、`prepare_for_capture`、`prepare_for_replay`（`attention/base.py` · `BaseAttnBackend`），因为参考后端在 CPU 上跑，没有 CUDA 图要录。
 # - 我们按形状在一个后端内部选 prefill / decode 路径，上游用 `HybridBackend` 给两者各配一个后端（`attention/base.py` · `HybridBackend`），因为我们只有一个后端。
 #
-# ### 上游的对应文件
+# ## 官方实现
 #
-# 上游仓库 `sgl-project/mini-sglang`：
+# 行号指[上游](../glossary.md#upstream)词条里固定的那个提交。
 #
-# - 接口：`python/minisgl/attention/base.py` · `BaseAttnMetadata`、`BaseAttnBackend`、`HybridBackend`
-# - 按名字创建：`python/minisgl/attention/__init__.py` · `create_attention_backend`
-# - FlashAttention：`python/minisgl/attention/fa.py` · `FlashAttentionBackend.prepare_metadata`、`FlashAttentionBackend.forward`
-# - FlashInfer：`python/minisgl/attention/fi.py` · `FlashInferBackend.prepare_metadata`、`FlashInferBackend.forward`
-# - 谁调用 `prepare_metadata`：`python/minisgl/scheduler/scheduler.py` · `Scheduler._prepare_batch`
+# - 后端的接口和元数据：`python/minisgl/attention/base.py` · `BaseAttnMetadata`（第 12～15 行）、`python/minisgl/attention/base.py` · `BaseAttnBackend`（第 18～34 行）
+# - prefill 和 decode 各用一个后端：`python/minisgl/attention/base.py` · `HybridBackend`（第 37～63 行）
+# - 按名字创建后端：`python/minisgl/attention/__init__.py` · `create_attention_backend`（第 52～68 行）
+# - FlashAttention：`python/minisgl/attention/fa.py` · `FlashAttentionBackend.prepare_metadata`（第 67～105 行）、`python/minisgl/attention/fa.py` · `FlashAttentionBackend.forward`（第 48～65 行）
+# - FlashInfer：`python/minisgl/attention/fi.py` · `FlashInferBackend.prepare_metadata`（第 190～225 行）、`python/minisgl/attention/fi.py` · `FlashInferBackend.forward`（第 176～188 行）
+# - 注意力层调后端：`python/minisgl/layers/attention.py` · `AttentionLayer.forward`（第 47～57 行）
+# - 每一步准备元数据的地方：`python/minisgl/scheduler/scheduler.py` · `Scheduler._prepare_batch`（第 204～217 行）
 
 # %% [markdown]
 # ## 测试

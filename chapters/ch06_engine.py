@@ -101,11 +101,12 @@ sys.path.insert(0, "examples")  # 本章 main 里的 MiniScheduler
 from ch06_engine import MiniScheduler
 from minibook.hf import hf_greedy
 from minibook.models import qwen3_06b_config, smollm2, tiny_qwen3
-from minisgl.core import Batch, Req, SamplingParams, get_global_ctx, set_global_ctx
+from minisgl.core import Batch, Req, SamplingParams, get_global_ctx
 from minisgl.engine import Engine, EngineConfig
 
-engine = Engine(EngineConfig(model_path=tiny_qwen3(), max_running_req=4, page_size=4,
-                             num_page_override=32, max_seq_len_override=64))
+engine_config = EngineConfig(model_path=tiny_qwen3(), max_running_req=4, page_size=4,
+                             num_page_override=32, max_seq_len_override=64)
+engine = Engine(engine_config)
 c = engine.model_config
 print(f"模型：{c.architecture}，{c.num_layers} 层，{c.num_qo_heads} 个 q 头，"
       f"{c.num_kv_heads} 个 KV 头")
@@ -133,6 +134,7 @@ listing("minisgl/engine/engine.py", "Engine._decide_num_pages")
 # 内存是贵的资源，页表只是一张 int32 的表：让便宜的跟着贵的走。一个请求不可能比整个池子还长，所以页表的宽度 `max_seq_len` 取配置值和池子容量的较小者；池子的大小则不看页表。给一个只有 5 页的池子：
 
 # %%
+engine.shutdown()  # 一个进程同一时间只能有一个 Engine（它们共用全局上下文）：先关掉前面那个
 small = Engine(EngineConfig(model_path=tiny_qwen3(), max_running_req=4, page_size=4,
                             num_page_override=5, max_seq_len_override=64))
 print(f"配置的 max_seq_len = 64，池子 5 页 × 4 = 20 个 token → max_seq_len = {small.max_seq_len}，"
@@ -143,7 +145,7 @@ except ValueError as e:
     print("进门就拒绝：", e)
 assert small.max_seq_len == 20 and small.page_table.shape == (5, 20)
 small.shutdown()
-set_global_ctx(engine.ctx)  # 一个进程同一时间只服务一个 Engine：把全局上下文交还给前面那个
+engine = Engine(engine_config)  # 后面接着用原来那个配置
 
 # %% [markdown]
 # 反过来的做法是按“行数 × 每行最多几页”给池子封顶：它把“每一页都属于某个正在运行的请求”写进了池子的大小。上游同样让 `max_seq_len` 跟着池子走；等页也被前缀缓存持有时（第 9 章），池子的大小不用改。
@@ -292,13 +294,13 @@ run("python examples/gpu_smoke.py")  # 有 CUDA 的机器上这里是完整的�
 #
 # ![采样器降序排一次：先把名次 ≥ k 的 logits 置为 −inf，再对剩下的重新 softmax，算出每个 token 前面的概率之和，≥ p 的置 0，最后按比例抽一个名次并换回 token id](../assets/ch06_sampler.svg)
 #
-# `prepare` 把一批的[采样参数](../glossary.md#sampling-params)整理成几列张量（整批贪心时什么都不建），`sample` 对整批一次算完：
+# `prepare` 把一批的[采样参数](../glossary.md#sampling-params)整理成几列张量（整批贪心时什么都不建），`sample` 对整批一次算完，贪心以外的行交给 `_sample`：
 
 # %% tags=["remove-input"]
-listing("minisgl/engine/sample.py", "Sampler.sample")
+listing("minisgl/engine/sample.py", "Sampler._sample")
 
 # %% [markdown]
-# 温度做在排序之前（除以正数不改变名次）；排一次序，top-k 是“名次 ≥ k 置 −inf”，top-p 是“前面之和 ≥ p 置 0”；贪心行最后用原始 logits 的 argmax 覆盖。用图里那行分布检查：8 个 token，`top_k = 5, top_p = 0.75`，再把 top-k 去掉、只留 `top_p = 0.75` 对照。每种各抽 2 万次：
+# 温度做在排序之前（除以正数不改变名次）；排一次序，top-k 是“名次 ≥ k 置 −inf”，top-p 是“前面之和 ≥ p 置 0”；贪心行最后用没除温度的 logits 的 argmax 覆盖。用图里那行分布检查：8 个 token，`top_k = 5, top_p = 0.75`，再把 top-k 去掉、只留 `top_p = 0.75` 对照。每种各抽 2 万次：
 
 # %%
 from minisgl.engine import BatchSamplingArgs, Sampler
@@ -365,7 +367,7 @@ for T in (0.5, 1.0, 2.0):
     assert (freq - theory).abs().max() < 0.02
 
 # %% [markdown]
-# 按理论值，T = 0.5 时第一名从 0.35 涨到 0.59，T = 2 时降到 0.23，分布被拉平；实测频率与理论值相差都不到 0.02（上一格的断言）。T → 0 的极限是 argmax，但不能拿 0 去除，所以 `temperature = 0` 在第 1 章就被定义成贪心，走 argmax 分支。
+# 按理论值，T = 0.5 时第一名从 0.35 涨到 0.59，T = 2 时降到 0.23，分布被拉平；实测频率与理论值相差都不到 0.02（上一格的断言）。T → 0 的极限是 argmax，但不能拿 0 去除，也不能拿 1e-40 这样的数去除（logits / T 溢出成 inf，softmax 成 NaN），所以第 1 章把温度低于 1e-5 的请求定义成贪心（和 vLLM 一样），走 argmax 分支。
 #
 # ### 种子：采样器自己拿着一个 Generator
 #
@@ -391,7 +393,59 @@ print("种子 0，同批前面多一个请求：", d)
 assert a == b and a != c and d != a
 
 # %% [markdown]
-# 前两行相同。最后一行是这种设计的边界：随机数流整批共享，同一个请求只要同批多了一个邻居，抽到的就变了。所以这里的“可复现”指“同样的种子、同样的请求序列、同样的拼批 → 同样的结果”（练习 1 讨论怎样做到与邻居无关）。TP 时每个 rank 用同一个种子、以同样的顺序采样，才能抽出同一个 token。
+# 前两行相同。最后一行是共享随机数流的边界：同一个请求只要同批多了一个邻居，抽到的就变了，所以它的“可复现”指“同样的种子、同样的请求序列、同样的拼批 → 同样的结果”。OpenAI 客户端要的是另一种：请求自己带 `seed`，和谁拼批都一样，下面的框讲它。TP 时每个 rank 用同一个种子、以同样的顺序采样，才能抽出同一个 token。
+#
+# ??? note "深入：请求自己的 seed、presence/frequency 惩罚与 logprobs"
+#
+#     这三样是 OpenAI 接口的参数（第 15 章），算在采样器里，都不必等新 token 回到 CPU：
+#
+#     - **seed**：带 seed 的行不用共享的随机数，而用 `step_seed(seed, 已生成几个)` 新建一个 Generator 抽指数噪声。种子只由这两个数决定，所以和邻居、拼批、重叠调度（第 11 章）都无关；`n` 个回答用 seed + i，splitmix64 的混合让它们的各步种子不会错位重合。
+#     - **惩罚**：logit 减去 `presence × [出现过] + frequency × 出现次数`，只数生成的 token。计数是设备上一张 `[页表行数, 词表]` 的表，按请求的行存：采样之后就地累加，第一个 token 之前清零（行会交给下一个请求）。重叠调度时第 N 步的 token 还没回到 CPU，第 N+1 步就发出了，从 CPU 上的 token 重建计数会少数一个。
+#     - **logprobs**：原始 logits（惩罚和温度之前，和 OpenAI、vLLM 一样）的 `log_softmax`，取采样出的 token 和前 k 名。结果写进 `prepare` 预先占好的张量，`ForwardOutput.logprobs` 把它和 token 一起拷回 CPU。
+#
+#     三样都在 `sample` 里接在 `_sample` 前后：惩罚改 logits，采样之后累加计数、算 log 概率。
+
+# %% tags=["remove-input"]
+listing("minisgl/engine/sample.py", "Sampler.sample")
+
+# %% [markdown]
+# 在上面那行 8 个 token 的分布上各看一眼：带 seed 的请求多了邻居也不变；贪心加惩罚，不再每步都是 5；log 概率就是 log p；1e-40 的温度直接除只会得到 NaN：
+
+# %%
+from minisgl.core import Batch, Req, SamplingParams
+from minisgl.engine import logprobs_per_req
+
+
+def decode_steps(params, sampler_seed, steps=8):
+    """像 decode 一样跑几步（每步请求前进一个 token），返回最后一个请求的 token 和最后一步的参数。"""
+    reqs = [Req(input_ids=torch.tensor([1, 2], dtype=torch.int32), table_idx=i, cached_len=0,
+                output_len=16, uid=i, sampling_params=p, cache_handle=None)
+            for i, p in enumerate(params)]
+    smp, batch, out = Sampler(torch.device("cpu"), 8, seed=sampler_seed), Batch(reqs, "decode"), []
+    for _ in range(steps):
+        args = smp.prepare(batch)
+        out.append(smp.sample(logits.expand(len(reqs), 8), args)[-1].item())
+        for r in reqs:
+            r.complete_one()
+    return out, args, reqs
+
+
+mine = SamplingParams(temperature=1.0, seed=42)
+alone, _, _ = decode_steps([mine], sampler_seed=0)
+crowded, _, _ = decode_steps([SamplingParams(temperature=1.0), mine], sampler_seed=7)
+print("seed=42，单独一批：      ", alone)
+print("seed=42，前面多一个邻居：", crowded)
+penalized, _, _ = decode_steps([SamplingParams(presence_penalty=1.0, frequency_penalty=0.5)], 0)
+print("贪心 + 惩罚：            ", penalized, "（不惩罚时每步都是 5）")
+asked = SamplingParams(temperature=1.0, seed=1, logprobs=True, top_logprobs=3)
+tokens, args, reqs = decode_steps([asked], 0, steps=1)
+lp = logprobs_per_req(args.logprobs, reqs)[0]
+print(f"logprobs：token {tokens[0]} 的 {lp.logprob:.3f} = log {probs_by_id[tokens[0]]:.2f}；"
+      f"前 3 名 {lp.top_ids}")
+print("temperature=1e-40：", (logits / 1e-40).softmax(-1)[:3].tolist(), "→ 按贪心处理：",
+      SamplingParams(temperature=1e-40).is_greedy)
+assert alone == crowded and penalized[0] == 5 and len(set(penalized)) > 2
+assert abs(lp.logprob - probs_by_id[tokens[0]].log().item()) < 1e-5 and lp.top_ids == [5, 2, 7]
 
 # %%
 engine.shutdown()
@@ -476,6 +530,17 @@ assert firsts == ["aten::mm", "aten::mm"]  # 两边排第一的都是矩阵乘
 # - 我们的 KV 预算是装完权重后剩余内存 × 0.3；上游在装权重前量空闲显存（TP 时取各 rank 的最小值），预算 = 0.9 × 空闲 − 权重，因为整块 GPU 归它一个进程，CPU 内存却是整机共享的。`python/minisgl/engine/engine.py` · `Engine._determine_num_pages`
 # - 我们用纯 torch 排一次序再抽样，贪心行用精确的 argmax；上游调 FlashInfer 不排序的采样内核，温度夹到不小于 1e-6 来近似贪心，因为对 15 万的词表排序在 GPU 上是一个不小的内核。`python/minisgl/engine/sample.py` · `Sampler.sample`
 # - 我们的 `ForwardOutput` 是 dataclass，CPU 上副本就是原张量、事件为 `None`；上游是 `NamedTuple`，事件总是 CUDA 事件，因为它只在 GPU 上跑。`python/minisgl/engine/engine.py` · `ForwardOutput`
+#
+# ## 官方实现
+#
+# 行号指[上游](../glossary.md#upstream)词条里固定的那个提交。
+#
+# - 引擎的配置：`python/minisgl/engine/config.py` · `EngineConfig`（第 15～55 行）
+# - 构造：建流、装权重、建 KV 池、页表和采样器：`python/minisgl/engine/engine.py` · `Engine.__init__`（第 30～110 行）
+# - KV 预算，TP 时取各 rank 空闲显存的最小值：`python/minisgl/engine/engine.py` · `Engine._determine_num_pages`（第 148～168 行）、`python/minisgl/engine/engine.py` · `Engine._sync_get_memory`（第 170～189 行）
+# - 一步前向、记账和拷回：`python/minisgl/engine/engine.py` · `Engine.forward_batch`（第 191～206 行）、`python/minisgl/engine/engine.py` · `ForwardOutput`（第 23～26 行）
+# - 把一批的采样参数打包成张量：`python/minisgl/engine/sample.py` · `BatchSamplingArgs`（第 13～17 行）、`python/minisgl/engine/sample.py` · `Sampler.prepare`（第 53～68 行）
+# - 抽样，整批贪心时取 argmax，否则调 FlashInfer：`python/minisgl/engine/sample.py` · `Sampler.sample`（第 70～75 行）、`python/minisgl/engine/sample.py` · `sample_impl`（第 24～45 行）
 
 # %% [markdown]
 # ## 测试
@@ -499,7 +564,7 @@ run("python -m pytest -q --color=no tests/test_ch06_engine.py")
 # %% [markdown]
 # ## 练习
 #
-# 1. **挑战：按请求的种子**。本章的随机数流整批共享，同一个请求换个邻居结果就变。设计一种做法，使“同一个请求、同一个种子、同一个位置”不管和谁拼批都抽出同一个 token，并且仍然对整批向量化。
+# 1. **挑战：向量化的按请求种子**。本章带 seed 的行各自新建一个 Generator、逐行抽噪声（见上面的框），批里带 seed 的请求一多，这个 Python 循环就成了开销。设计一种做法，使“同一个请求、同一个种子、同一个位置”不管和谁拼批都抽出同一个 token，并且对整批一次算完。
 # 2. **占位行指向 0 号页**。本章演示了占位行指向 0 号槽位时输出会变。如果这一批里碰巧没有请求用到 0 号页，输出还会错吗？为什么仍然不能这样做？
 # 3. **把同步找出来**。在 GPU 上，如果 `Sampler.prepare` 改回 `torch.tensor(values, device="cuda")`，CPU 会在哪里等、等什么？怎样用 `examples/gpu_smoke.py` 看出来？
 #

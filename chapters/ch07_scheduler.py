@@ -323,6 +323,8 @@ listing("minisgl/scheduler/decode.py", "DecodeManager")
 # %%
 from minisgl.core import Batch
 
+llm.shutdown()  # 一个进程同一时间只能有一个 Engine：下面每次新建一个 LLM，用完关掉
+
 
 def sample_with_order(reverse: bool) -> list[list[int]]:
     llm = LLM(tiny_qwen3(), max_running_req=4, page_size=4, num_page_override=64, max_seq_len_override=64)
@@ -353,19 +355,20 @@ listing("minisgl/llm/llm.py", "LLM.generate")
 # %% [markdown]
 # ## 运行
 #
-# 本章的 main 在本章的树里真实跑出来的输出：
+# 本章的 main，先看源码，再看它在本章的树里真实跑出来的输出：
+
+# %% tags=["remove-input"]
+listing("examples/ch07_scheduler.py")
 
 # %%
-llm.shutdown()
 run("python examples/ch07_scheduler.py")
 
 # %% [markdown]
 # 值得注意的地方：
 #
-# - 两个模型、5 个请求全部“与 HF 一致：True”，每个请求正好生成 `max_tokens` 个 token；页表只有 3 行，结束后空闲页和空闲行都回到了总数。
-# - 前两个提示给的是 token id，后三个是文字，`generate` 一视同仁。
-# - 聊天提示生成 7 个 token 就停了，输出 `'The capital of France is Paris.'` 不带 `<|im_end|>`；HF 输出的第 8 个 token 正是 EOS。
-# - 太长的提示报错时说明是第 1 个提示、60 + 8 超过了 64，这一次 `generate` 一个请求都没跑。
+# - 两个模型、5 个请求每一行都是“与 HF 一致：True”；页表只有 3 行，5 个请求轮流用它，“结束后”那一行的空闲页和空闲行都回到了总数。
+# - 聊天提示生成 7 个 token 就停了，输出 `'The capital of France is Paris.'` 不带 `<|im_end|>`；同一行说 HF 输出的第 8 个 token 正是 EOS。
+# - 太长的提示那一行：错误指明是第 1 个提示，60 个 token 加 `max_tokens` 8 超过了 64。
 
 # %% [markdown]
 # ## 与上游的差异
@@ -376,6 +379,18 @@ run("python examples/ch07_scheduler.py")
 # - 我们用 dict 按接纳的先后存在跑的请求；上游在 20fcd7f 用 set，decode 批的顺序随内存地址变，后来的 PR #113 改为按 uid 排序。`python/minisgl/scheduler/decode.py` · `DecodeManager.schedule_next_batch`
 # - 我们按页数精确预留（提示 + `max_tokens` − 1 个 token 的页，在跑的请求还要的页）；上游按 token 数估算，每个在跑的请求多留 `page_size − 1` 个 token。`python/minisgl/scheduler/prefill.py` · `PrefillAdder._try_allocate_one`，`decode.py` · `DecodeManager.inflight_tokens`
 # - 我们的 `step()` 是同步的一步，请求由调用者直接交进来；上游的 `normal_loop` / `overlap_loop` 还要收发 ZMQ 消息、和下一步重叠（第 11、14 章），长提示超出预算时切块（第 10 章）。`python/minisgl/scheduler/scheduler.py` · `Scheduler.run_forever`
+#
+# ## 官方实现
+#
+# 行号指[上游](../glossary.md#upstream)词条里固定的那个提交。
+#
+# - 一步的四段：`python/minisgl/scheduler/scheduler.py` · `Scheduler._schedule_next_batch`（第 219～225 行）、`python/minisgl/scheduler/scheduler.py` · `Scheduler._prepare_batch`（第 204～217 行）、`python/minisgl/scheduler/scheduler.py` · `Scheduler._forward`（第 227～233 行）、`python/minisgl/scheduler/scheduler.py` · `Scheduler._process_last_data`（第 138～167 行）
+# - 不重叠的主循环：`python/minisgl/scheduler/scheduler.py` · `Scheduler.normal_loop`（第 108～118 行）
+# - 排队的请求：`python/minisgl/scheduler/utils.py` · `PendingReq`（第 14～27 行）
+# - 从队首接纳、按估算长度预留：`python/minisgl/scheduler/prefill.py` · `PrefillManager.schedule_next_batch`（第 126～151 行）、`python/minisgl/scheduler/prefill.py` · `PrefillAdder._try_allocate_one`（第 39～63 行）
+# - 在跑的请求和 decode 批：`python/minisgl/scheduler/decode.py` · `DecodeManager`（第 9～39 行）
+# - 调度器的配置：`python/minisgl/scheduler/config.py` · `SchedulerConfig`（第 14～41 行）
+# - 离线接口：`python/minisgl/llm/llm.py` · `LLM.generate`（第 77～98 行）、`python/minisgl/llm/llm.py` · `LLM.offline_receive_msg`（第 48～69 行）
 
 # %% [markdown]
 # ## 测试

@@ -14,7 +14,7 @@
 # %% [markdown]
 # # 第 9 章 Radix Cache
 #
-# 聊天服务里的请求大多以同一段系统提示开头，多轮对话的每一轮又以上一轮的全部内容开头；第 8 章的 naive 缓存什么都不存，这些相同的开头每来一次就重算一次。这一章写 `RadixPrefixCache`：把算过的提示按整页挂在一棵 [radix 树](../glossary.md#radix-tree)上，新请求命中多长就借用多长的 K/V，只算剩下的部分；锁住正在用的前缀，池子不够时逐出最久没用的。换上它，调度器一行不改；本章量出 8 个共享系统提示的问题少算了多少 token、多轮对话的首 token 时间怎样不再随轮数增长，并且输出仍与 Hugging Face 逐 token 一致。
+# 聊天服务里的请求大多以同一段系统提示开头，多轮对话的每一轮又以上一轮的全部内容开头；第 8 章的 naive 缓存什么都不存，这些开头每来一次就重算一次。这一章写 `RadixPrefixCache`：把算过的提示按整页挂在一棵 [radix 树](../glossary.md#radix-tree)上，新请求命中多长就借多长的 K/V；锁住正在用的前缀，池子不够时逐出最久没用的。调度器一行不改，输出仍与 Hugging Face 逐 token 一致。
 
 # %% tags=["remove-cell"]
 from minibook.page import *
@@ -38,7 +38,7 @@ setup(9)
 # %% [markdown]
 # ## 本章要回顾的文件
 #
-# 本章新建 `minisgl/kvcache/radix_cache.py`；改两个前面的文件，各改几行：`kvcache/__init__.py` 把 `"radix"` 登记进第 8 章的前缀缓存登记表，`scheduler/config.py` 把 `cache_type` 的默认值改成 `"radix"`。（第 7、8 章里检查“请求结束后 KV 页全部空闲”的测试都写明了 `cache_type="naive"`，换了默认值也照样成立。）`examples/` 下是 main 和一个计时演示。
+# 本章新建 `minisgl/kvcache/radix_cache.py`；`kvcache/__init__.py` 把 `"radix"` 登记进第 8 章的登记表，`scheduler/config.py` 把 `cache_type` 的默认值改成 `"radix"`。`examples/` 下是 main 和一个计时演示。
 
 # %% tags=["remove-input"]
 header()
@@ -49,7 +49,7 @@ tree()
 # %% [markdown]
 # ## 这一步的 main
 #
-# 本章的 main 是 `examples/ch09_radix_cache.py`：一段约 200 token 的系统提示加 3 个问题，一个接一个地交给 `LLM.generate`（默认就是 radix 缓存），打印每个问题命中和计算了多少 token，与 Hugging Face 逐 token 比较；SmolLM2 用页大小 1，tiny Qwen3 用页大小 4；最后在空闲时跑一遍自检。`python tools/steps.py check 9` 会搭出本章的树、跑这个 main 和测试；只想跑 main：
+# 本章的 main 是 `examples/ch09_radix_cache.py`：一段约 200 token 的系统提示加 3 个问题，一个接一个地交给 `LLM.generate`（默认用 radix 缓存），打印每个问题命中、计算了多少 token，与 HF 逐 token 比较；SmolLM2 用页大小 1，tiny Qwen3 用页大小 4；最后在空闲时跑一遍自检。`python tools/steps.py check 9` 会搭出本章的树、跑这个 main 和测试；只想跑 main：
 #
 # ```bash
 # python tools/steps.py run 9 -- python examples/ch09_radix_cache.py
@@ -192,8 +192,9 @@ for cls in (RadixPrefixCache, SkipOwnNode):
     c.insert_prefix(ids(1, 2, 3, 4, 5), ids(0, 0, 0, 13, 14))  # 树：[1 2 3] → [4 5]
     h = c.match_prefix(ids(1, 2, 3, 4, 5)).cuda_handle  # 一个请求命中整段，锁住
     c.lock_handle(h)
-    evicted = c.evict(c.size_info.evictable_size) if c.size_info.evictable_size else torch.empty(0)
-    print(f"{cls.__name__:16s} 锁住之后 {c.size_info}，逐出全部可逐出的 → 还回槽位 {evicted.tolist()}")
+    locked = c.size_info  # 逐出之前记下：锁住之后还有多少能逐出
+    evicted = c.evict(locked.evictable_size) if locked.evictable_size else torch.empty(0)
+    print(f"{cls.__name__:16s} 锁住之后 {locked}；逐出全部可逐出的 → 还回槽位 {evicted.tolist()}")
 assert evicted.tolist() == [13, 14]  # 错误的版本把请求正在读的 [4 5] 逐出了
 
 # %% [markdown]
@@ -223,11 +224,13 @@ print(f"evict(5) 还回 {len(out)} 个槽位：{out.tolist()}；剩 {c.size_info
 assert len(out) == 8  # 一页 4 个不够 5 个：两页
 
 # %% [markdown]
-# 上游 #80 正是单位弄混了：调用方缺 k 页，却向缓存要 k 个 token，页大小大于 1 时逐出得太少，接着分配失败。我们的 `CacheManager._evict` 传 `num_pages * page_size`，本章的测试把这条路径在调度器里走了一遍。
+# ??? note "深入：上游 #80，把页数当成了 token 数"
+#
+#     调用方缺 k 页，却向缓存要 k 个 token，页大小大于 1 时逐出得太少，接着分配失败。我们的 `CacheManager._evict` 传 `num_pages * page_size`，本章的测试把这条路径在调度器里走了一遍。
 #
 # ## 自检：把整棵树重新数一遍
 #
-# 上游的 `check_integrity` 只有一行 `pass`。我们的版本遍历整棵树，逐条核对：节点长度是整页、`key` 和 `value` 一样长、孩子表的键是孩子的第一页、每页槽位连续、同一槽位只出现一次、父节点的计数不少于孩子们之和、重新数出的两个总数等于记账。第 8 章的调度器每次空闲都调用它。
+# 上游的 `check_integrity` 只有一行 `pass`。我们的版本遍历整棵树，把每个节点和两个总数都核对一遍，第 8 章的调度器每次空闲都调用它。
 
 # %% tags=["remove-input"]
 listing("minisgl/kvcache/radix_cache.py", "RadixPrefixCache.check_integrity")
@@ -250,7 +253,7 @@ except RuntimeError as e:
 # %% [markdown]
 # ## 接进调度器：命中多少，少算多少
 #
-# 调度器不用改：第 8 章的 `PrefillAdder` 接纳时 `match_req`、锁住句柄、让请求的行从命中的页开始，`cached_len` 从命中长度起算；prefill 之后 `cache_req(finished=False)` 把新算的前缀插进树，请求结束时再插一次（连同生成的 token）并解锁。本章只把默认的 `cache_type` 换成 `"radix"`。回到开头那 8 个问题：
+# 调度器不用改：第 8 章的 `PrefillAdder` 接纳时 `match_req`、锁住命中的前缀，`cached_len` 从命中长度起算；`cache_req` 在 prefill 之后和请求结束时把前缀插进树。本章只把默认的 `cache_type` 换成 `"radix"`。回到开头那 8 个问题：
 
 # %% tags=["milestone"]
 radix = ask_one_by_one("radix")
@@ -297,7 +300,11 @@ for budget, llm in together.items():
 assert together[8192].computed_tokens == naive.computed_tokens  # 同一批：一个 token 也没省
 
 # %% [markdown]
-# 一批全收：radix 和 naive 一样，算了 1687 个。把 [token 预算](../glossary.md#token-budget)压到 256，第一批只放得下第一个请求，它的前缀在这一步之后进了树，第二批的 7 个请求就全都命中。真实的服务里请求陆续到达，这个问题没那么严重；但一大批同时到达的相同前缀，要么像这样分两批，要么在接纳时识别出批内共享前缀的请求、把后来者推迟一批（SGLang 的调度策略里有这样的检查），这一章不做。
+# 一批全收：radix 和 naive 一样，算了 1687 个。把 [token 预算](../glossary.md#token-budget)压到 256，第一批只放得下第一个请求，它的前缀在这一步之后进了树，第二批的 7 个请求就全都命中。
+#
+# ??? note "深入：批内共享前缀怎么办"
+#
+#     真实的服务里请求陆续到达，这个问题没那么严重；一大批同时到达的相同前缀，要么像这样分两批，要么在接纳时识别出批内共享前缀的请求、把后来者推迟一批（SGLang 的调度策略里有这样的检查），这一章不做。同一批里后插入的请求发现“已经有了”，它的页怎么处理，是第 8 章 `cache_req` 的事。
 #
 # ### 多轮对话：首 token 时间不再随轮数增长
 #
@@ -344,9 +351,11 @@ plt.show()
 # %% [markdown]
 # ### 池子越小，命中率越低
 #
-# 缓存住的前缀占着 KV 页。池子小，新请求要页时就得逐出，被逐出的前缀下次来了只能重算。4 段不同的系统提示（各 120 个 token）× 6 个问题（各 20 个 token），24 个请求打乱顺序一个接一个地来，换不同大小的 KV 池量[命中率](../glossary.md#hit-rate)（命中的 token ÷ 提示 token）：
+# 缓存住的前缀占着 KV 页。池子小，新请求要页时就得逐出，被逐出的前缀下次来了只能重算。4 段系统提示 × 6 个问题打乱顺序一个接一个地来，换不同大小的 KV 池量[命中率](../glossary.md#hit-rate)（命中的 token ÷ 提示 token）：
+#
+# ??? note "量法和每一档的数字：4 段系统提示各 120 个 token，6 个问题各 20 个 token，24 个请求"
 
-# %%
+# %% tags=["fold"]
 rng = random.Random(9)
 systems = [[rng.randrange(1000, 20000) for _ in range(120)] for _ in range(4)]
 workload = [systems[s] + [rng.randrange(1000, 20000) for _ in range(20)] for s in range(4) for _ in range(6)]
@@ -378,7 +387,11 @@ plt.legend()
 plt.show()
 
 # %% [markdown]
-# 160 页只放得下一个请求（140 个提示 token 加 4 个输出），别的系统提示一来就把前一段挤掉，只有同一段提示恰好连着来的那几次能命中（360 个 token，正好 3 × 120）。4 段系统提示本身占 4 × 120 = 480 页，可缓存里还留着各个问题的尾巴，正在跑的请求也要页：640 页还差一点（67.9%），768 页起命中率到顶，等于上限 71.4%。
+# 160 页只放得下一个请求，别的系统提示一来就把前一段挤掉；768 页起命中率到顶，等于上限 71.4%。
+#
+# ??? note "深入：中间几档为什么是这些数"
+#
+#     160 页时只有同一段提示恰好连着来的那几次能命中（360 个 token，正好 3 × 120）。4 段系统提示本身占 4 × 120 = 480 页，可缓存里还留着各个问题的尾巴，正在跑的请求也要页：640 页还差一点（67.9%）。
 #
 # ## 运行
 #
@@ -420,7 +433,7 @@ with contextlib.redirect_stdout(buffer):
 Markdown(buffer.getvalue())
 
 # %% [markdown]
-# 共享系统提示：radix 每个问题只算十来个 token，首 token 时间降到 naive 的几分之一，但降不到零——每一步前向还有与 token 数无关的开销：30 层、每层几十个算子的调度，以及准备这一步的元数据。多轮对话：naive 的首 token 时间随提示变长一路上升，radix 每轮只算 49 个 token，基本持平。
+# 共享系统提示：radix 的首 token 时间降到 naive 的几分之一，但降不到零——每一步前向还有与 token 数无关的开销（30 层的算子调度、这一步的元数据）。多轮对话：naive 随提示变长一路上升，radix 基本持平。
 #
 # ## 与上游的差异
 #
@@ -430,6 +443,18 @@ Markdown(buffer.getvalue())
 # - 我们的页大小由构造函数传入，value 是 CPU 上的 int32；上游从全局 `Context` 读页大小，value 留在设备上，因为它的 CacheManager 直接在设备上拼空闲槽位。`python/minisgl/kvcache/radix_cache.py` · `RadixPrefixCache.__init__`
 # - 我们用逻辑时钟，切分出的前半段刷新时间戳；上游用 `time.monotonic_ns()`，切分出的前半段沿用旧时间戳（上游后来在 #124 改成刷新），因为它的时间戳只在走完整个节点时才刷新，停在节点中间的那一次不算访问。`python/minisgl/kvcache/radix_cache.py` · `RadixTreeNode.split_at`
 # - 我们的 `check_integrity` 重新数整棵树；上游的只有 `pass`。`python/minisgl/kvcache/radix_cache.py` · `RadixPrefixCache.check_integrity`
+#
+# ## 官方实现
+#
+# 行号指[上游](../glossary.md#upstream)词条里固定的那个提交。
+#
+# - 节点上的 key 比较和切分：`python/minisgl/kvcache/radix_cache.py` · `RadixTreeNode.get_match_len`（第 63～67 行）、`python/minisgl/kvcache/radix_cache.py` · `RadixTreeNode.split_at`（第 69～81 行）
+# - 句柄，从命中的节点往上收集页：`python/minisgl/kvcache/radix_cache.py` · `RadixCacheHandle`（第 87～98 行）
+# - 匹配，沿树往下走、停在节点中间就切分：`python/minisgl/kvcache/radix_cache.py` · `RadixPrefixCache.match_prefix`（第 132～134 行）、`python/minisgl/kvcache/radix_cache.py` · `RadixPrefixCache._tree_walk`（第 205～230 行）
+# - 插入：`python/minisgl/kvcache/radix_cache.py` · `RadixPrefixCache.insert_prefix`（第 136～146 行）
+# - 锁计数，从句柄的节点一直加到根：`python/minisgl/kvcache/radix_cache.py` · `RadixPrefixCache.lock_handle`（第 113～130 行）
+# - 按 LRU 逐出没锁的叶子：`python/minisgl/kvcache/radix_cache.py` · `RadixPrefixCache.evict`（第 148～175 行）、`python/minisgl/kvcache/radix_cache.py` · `RadixPrefixCache._collect_leave_nodes_for_evict`（第 190～203 行）
+# - 注册为 `radix`（调度器配置的默认值）：`python/minisgl/kvcache/__init__.py` · `create_radix_cache`（第 54～58 行）
 
 # %% [markdown]
 # ## 测试
@@ -440,13 +465,13 @@ Markdown(buffer.getvalue())
 listing("tests/test_ch09_radix_cache.py", "test_regression_insert_stores_a_copy_of_the_page_table_row")
 
 # %% [markdown]
-# 另外两个：`match` 返回的句柄指向命中的节点而不是根（上游 #44/#46）；页大小 4 时逐出按 token 计（上游 #80），在缓存上测一次，再在调度器里测一次——把逐出的单位换成页数，分配就失败。性质测试用 hypothesis 生成随机的插入 / 匹配 / 加锁 / 解锁 / 逐出序列，和一个不建树、一页一页记账的参考比较：
-
-# %% tags=["remove-input"]
-listing("tests/test_ch09_radix_cache.py", "Reference")
-
-# %% [markdown]
-# 每一步之后跑 `check_integrity`，两个总数和参考一致；每次逐出，参考按“最久没访问的叶子页”一页一页地拿，radix 逐出的必须包含参考拿走的全部页，多出来的只能是同一个节点里、同一时刻访问过的页。写这个测试时试过几个故意改坏的版本：逐出顺序反过来、切分不复制锁计数、父节点成为叶子后不再排进候选、切分出的前半段不刷新时间戳（上游 #124），都被它抓住。其余测试覆盖：各种破坏都逃不过自检；句柄在它的节点被切分之后仍然有效；接进调度器后 radix 是默认、共享前缀命中、第二轮对话连上一轮的回答一起命中、同一批不共享、小池子反复逐出而输出仍与 HF 一致。不加载模型的那部分（完整的跑 `steps.py check 9`）：
+# 另外两个是句柄指向命中的节点（上游 #44/#46）和逐出按 token 计（上游 #80）。性质测试用 hypothesis 生成随机的操作序列，和一个一页一页记账的参考比较；其余测试把 radix 接进调度器，与 HF 对照。
+#
+# ??? note "深入：性质测试怎样比较，抓住过哪些错误"
+#
+#     参考不建树，一页一页记账（`tests/test_ch09_radix_cache.py` · `Reference`）。每一步之后跑 `check_integrity`，两个总数和参考一致；每次逐出，参考按“最久没访问的叶子页”一页一页地拿，radix 逐出的必须包含参考拿走的全部页，多出来的只能是同一个节点里、同一时刻访问过的页。写这个测试时试过几个故意改坏的版本：逐出顺序反过来、切分不复制锁计数、父节点成为叶子后不再排进候选、切分出的前半段不刷新时间戳（上游 #124），都被它抓住。其余测试覆盖：各种破坏都逃不过自检；句柄在节点被切分之后仍然有效；radix 是默认、共享前缀命中、第二轮连上一轮的回答一起命中、同一批不共享、小池子反复逐出而输出仍与 HF 一致。
+#
+# 不加载模型的那部分（完整的跑 `steps.py check 9`）：
 
 # %%
 run("python -m pytest -q --color=no -p no:cacheprovider tests/test_ch09_radix_cache.py -k 'not hf and not prefill_batch and not through_the_cache_manager'")
@@ -454,7 +479,7 @@ run("python -m pytest -q --color=no -p no:cacheprovider tests/test_ch09_radix_ca
 # %% [markdown]
 # ## 怎么讲清楚
 #
-# radix 缓存把算过的提示按整页挂在一棵树上，新请求从根往下走，命中多长就借多长的 K/V，只算剩下的。三件事：匹配停在节点中间就切开，前半段就是命中的部分；锁是从句柄的节点到根的锁计数，计数为 0 的才能逐出；逐出拿最久没用的空闲叶子，按 token 计。有一个陷阱：前缀在 prefill 之后才进树，同一批的请求互相看不见。本章 8 个共享 200 token 系统提示的问题一个接一个来，prefill 从 1687 个 token 降到 277 个。
+# radix 缓存把算过的提示按整页挂在树上，新请求从根往下走，命中多长借多长。三件事：匹配停在节点中间就切开；锁是从句柄的节点到根的锁计数，计数为 0 的才能逐出；逐出拿最久没用的空闲叶子，按 token 计。有一个陷阱：前缀在 prefill 之后才进树，同一批的请求互相看不见。共享系统提示的 8 个问题，prefill 从 1687 个 token 降到 277 个。
 
 # %% [markdown]
 # ## 练习

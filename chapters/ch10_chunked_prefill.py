@@ -302,7 +302,10 @@ listing("minisgl/scheduler/scheduler.py", "Scheduler._schedule_next_batch")
 # %% [markdown]
 # ## 运行
 #
-# 本章的 main 在本章的树里真实跑出来的输出：
+# 本章的 main，先看源码，再看它在本章的树里真实跑出来的输出：
+
+# %% tags=["remove-input"]
+listing("examples/ch10_chunked_prefill.py")
 
 # %%
 run("python examples/ch10_chunked_prefill.py")
@@ -322,6 +325,18 @@ run("python examples/ch10_chunked_prefill.py")
 # - 我们在第一次接纳时把整段提示写进 token 池，上游每块只写自己那一段，因为写一次更简单；两边都把块的 token 写回 `-1`，提示不会被覆盖。`python/minisgl/scheduler/prefill.py` · `PrefillAdder._add_one_req`
 # - 我们接着算一块时按页把剩下的最坏情况记进账，上游按 token 数（`remain_len + output_len`）记，因为第 8 章起我们的预留都以页为单位。`python/minisgl/scheduler/prefill.py` · `PrefillAdder._add_one_req`
 # - 我们有 `decode_between_chunks` 开关，上游只有 prefill 优先一种顺序（代码里留着支持别的策略的 TODO），因为本章要量出两种顺序的差别。`python/minisgl/scheduler/scheduler.py` · `Scheduler._schedule_next_batch`
+#
+# ## 官方实现
+#
+# 行号指[上游](../glossary.md#upstream)词条里固定的那个提交。
+#
+# - 没算完的请求：`python/minisgl/scheduler/prefill.py` · `ChunkedReq`（第 23～29 行）
+# - 按剩下的预算切一块：`python/minisgl/scheduler/prefill.py` · `PrefillAdder._add_one_req`（第 65～90 行）
+# - 接着算上一块，不再分配行：`python/minisgl/scheduler/prefill.py` · `PrefillAdder.try_add_one`（第 92～113 行）
+# - 切开的请求记在排队的请求上、回到队首：`python/minisgl/scheduler/utils.py` · `PendingReq`（第 14～27 行）、`python/minisgl/scheduler/prefill.py` · `PrefillManager.schedule_next_batch`（第 126～151 行）
+# - 块不回报、不进前缀缓存：`python/minisgl/scheduler/scheduler.py` · `Scheduler._process_last_data`（第 138～167 行）
+# - prefill 优先：`python/minisgl/scheduler/scheduler.py` · `Scheduler._schedule_next_batch`（第 219～225 行）
+# - 取消算到一半的请求：`python/minisgl/scheduler/prefill.py` · `PrefillManager.abort_req`（第 153～158 行）
 
 # %% [markdown]
 # ## 测试

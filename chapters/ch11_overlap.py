@@ -14,7 +14,7 @@
 # %% [markdown]
 # # 第 11 章 重叠调度
 #
-# 到第 10 章为止，调度器的一步是“准备这一批 → 前向 → 处理结果”，CPU 忙的时候设备闲着，设备忙的时候 CPU 等着。[重叠调度](../glossary.md#overlap-scheduling)把顺序改成“先发出这一批，再处理上一批”：前向还在跑，CPU 已经在准备下一批。本章在 CPU 上把它做成真的：前向交给一个工作线程，一个 future 代替 CUDA 事件，并守住结果晚一步才知道带来的四条规矩。输出仍与 Hugging Face 逐 token 一致；测量会说清楚它在哪里省时间、在哪里被 [GIL](../glossary.md#gil) 吃掉。
+# 到第 10 章为止，调度器的一步是“准备这一批 → 前向 → 处理结果”，CPU 忙的时候设备闲着，设备忙的时候 CPU 等着。[重叠调度](../glossary.md#overlap-scheduling)改成“先发出这一批，再处理上一批”。本章在 CPU 上把它做成真的：前向交给一个工作线程，一个 future 代替 CUDA 事件，守住结果晚一步才知道带来的四条规矩；输出仍与 Hugging Face 逐 token 一致，测量说清楚它在哪里被 [GIL](../glossary.md#gil) 吃掉。
 
 # %% tags=["remove-cell"]
 from minibook.page import *
@@ -38,7 +38,7 @@ setup(11)
 # %% [markdown]
 # ## 本章要回顾的文件
 #
-# 本章改三个旧文件：`engine/engine.py`（工作线程）、`scheduler/scheduler.py`（重叠的一步）、`env.py`（开关）。`examples/` 下是 main、两个测量脚本，以及多了一节重叠检查的 `gpu_smoke.py`；`tests/conftest.py` 的用处见“测试”一节。
+# 本章改 `engine/engine.py`（工作线程）、`scheduler/scheduler.py`（重叠的一步）、`env.py`（开关）、`__init__.py`（线程的等待方式）；`examples/` 下是 main 和测量脚本。
 
 # %% tags=["remove-input"]
 header()
@@ -49,14 +49,14 @@ tree()
 # %% [markdown]
 # ## 这一步的 main
 #
-# 本章的 main 是 `examples/ch11_overlap.py`：同样 5 个请求（其中一个是对话，SmolLM2 答完会输出 EOS），重叠调度开、关各跑一遍，两种模式输出相同、都与 HF 一致，并数出每种模式算了多少个 token。`python tools/steps.py check 11` 会跑它和本章的测试；只想跑 main：
+# 本章的 main 是 `examples/ch11_overlap.py`：同样 5 个请求（其中一个对话会答到 EOS），重叠开、关各跑一遍，输出相同、都与 HF 一致，并数出每种模式算了多少个 token。`python tools/steps.py check 11` 会跑它和本章的测试；只想跑 main：
 #
 # ```bash
 # python tools/steps.py run 11 -- python examples/ch11_overlap.py
 # python tools/steps.py run 11 -- python examples/ch11_steps.py   # 这一页的测量，在你的机器上
 # ```
 #
-# ![上：不重叠时一个线程依次做准备、前向、处理，一步是三段之和；下：重叠时前向在工作线程上一个接一个，调度器线程准备第 N+1 批、发出、等第 N 批做完、处理它；请求 R 在第 N 批遇到 EOS，它在第 N+1 批里的 token 丢掉，行等第 N+1 批做完才还；底部是四条规矩](../assets/ch11_overlap.svg)
+# ![上：不重叠时一步是准备、前向、处理三段之和；下：重叠时前向在工作线程上接连执行，调度器线程发出第 N+1 批再处理第 N 批；底部是四条规矩](../assets/ch11_overlap.svg)
 #
 # ## 先量：不重叠时，前向在等 CPU
 #
@@ -67,6 +67,7 @@ listing("examples/ch11_steps.py", "decode_step_ms")
 
 # %%
 # NBVAL_IGNORE_OUTPUT
+import os
 import sys
 import time
 
@@ -86,13 +87,14 @@ for name, work in (("没有注入", None), ("注入 20 ms sleep", sleep_work(20)
     llm = make_llm(path, overlap=False, num_reqs=NUM_REQS)
     rows[name] = decode_step_ms(llm, NUM_REQS, MAX_TOKENS, work)
     llm.shutdown()
-print(f"tiny Qwen3，{NUM_REQS} 个请求一起 decode，不重叠，每步中位数（ms，随机器而变）")
+print(f"tiny Qwen3，{NUM_REQS} 个请求一起 decode，不重叠，每步中位数（ms，随机器和负载而变；"
+      f"机器的 1 分钟平均负载 {os.getloadavg()[0]:.1f}，{os.cpu_count()} 个核）")
 for name, r in rows.items():
     print(f"  {name:<14} 一步 {r['一步']:6.2f} = 准备 {r['准备']:5.2f} + 前向 {r['前向']:6.2f}"
           f" + 处理 {r['处理']:6.2f}")
 
 # %% [markdown]
-# 不重叠时一步就是三段之和：注入 20 ms，一步就长 20 ms 左右，这段时间里前向一个算子都没跑。调度器自己的两段在 CPU 上只有零点几毫秒到一毫秒，和前向比很小；后面会看到，这正决定了重叠在 CPU 上能省多少。
+# 不重叠时一步就是三段之和：注入 20 ms，一步就长 20 ms 左右，这段时间里前向一个算子都没跑。调度器自己的两段只有零点几毫秒到一毫秒，这决定了重叠在 CPU 上最多能省多少。
 #
 # ## CPU 上的流：一个工作线程，一个 future 当事件
 #
@@ -101,11 +103,20 @@ for name, r in rows.items():
 # %% tags=["remove-input"]
 listing("minisgl/engine/engine.py", "CpuStream")
 
-# %% tags=["remove-input"]
+# %% [markdown]
+# ??? note "`CpuEvent`：把 future 包成 CUDA 事件的样子"
+
+# %% tags=["remove-input", "fold"]
 listing("minisgl/engine/engine.py", "CpuEvent")
 
 # %% [markdown]
-# 只有一个线程，排在后面的任务一定看得到前面任务写下的结果，这和一条流的保证相同。`CpuEvent.synchronize()` 把任务里的异常原样抛出来，工作线程上出的错不会被悄悄吞掉。Engine 在调度器要求重叠时才建这个线程（`start_worker()`），第 6、7 章的同步用法不变：
+# 只有一个线程，排在后面的任务一定看得到前面任务写下的结果，这和一条流的保证相同。Engine 在调度器要求重叠时才建这个线程（`start_worker()`），第 6、7 章的同步用法不变。
+#
+# ??? note "深入：出错会粘住；任务在 inference_mode 里"
+#
+#     一个任务失败，排在后面的任务不再执行，之后的每个事件、每次提交都在调用线程上抛出同一个异常，调度器不会把没人写过的结果张量当成 token 交出去。`inference_mode` 只对进入它的线程有效：服务在 `inference_mode` 里建调度器，token 池是 inference 张量，工作线程不进去就写不了它。
+#
+# `forward_batch`：
 
 # %% tags=["remove-input"]
 listing("minisgl/engine/engine.py", "Engine.forward_batch")
@@ -135,11 +146,11 @@ assert not returned_ms > 1000 and output.next_tokens_cpu.tolist() == hf_greedy(p
 llm.shutdown()
 
 # %% [markdown]
-# ### 工作线程读到的必须是发射时的长度
+# 发出前向之后调度器线程立刻 `complete_one()`，而工作线程上的 LM 头还要读 `extend_len`：所以工作线程拿的是发射时的副本（`_launch_copy`，几个整数）。
 #
-# 发出前向之后，调度器线程立刻 `complete_one()`；可工作线程上的前向也要读请求的长度：LM 头按每个请求的 `extend_len` 找它最后一个 token 的那一行。两个线程读写同一个 `Req`，就是一个竞态。`forward_batch` 因此交给工作线程一份发射时的副本（`_launch_copy`，只复制几个整数）。把它换成原对象，看会怎样：
+# ??? note "深入：把副本换成原对象，看这个竞态"
 
-# %%
+# %% tags=["fold"]
 import minisgl.engine.engine as engine_module
 
 launch_copy = engine_module._launch_copy
@@ -153,7 +164,7 @@ print("HF：        ", hf_greedy(path, prompt, 4))
 assert bad != hf_greedy(path, prompt, 4)
 
 # %% [markdown]
-# 前向还没跑到 LM 头，`extend_len` 已经从 5 变成了 1：prefill 取了第一个 token 的 logits，输出从第一个 token 起就错了。第 6 章把 `complete_one()` 放在发射时，是为了让调度器提前准备下一批；代价是：从发射那一刻起，前向只能读发射时的快照。
+#     前向还没跑到 LM 头，`extend_len` 已经从 5 变成了 1：prefill 取了第一个 token 的 logits，输出从第一个 token 起就错了。第 6 章把 `complete_one()` 放在发射时，是为了让调度器提前准备下一批；代价是：从发射那一刻起，前向只能读发射时的快照。
 #
 # ## 一步：先发出这一批，再处理上一批
 
@@ -167,7 +178,7 @@ listing("minisgl/scheduler/scheduler.py", "Scheduler.step")
 listing("minisgl/scheduler/scheduler.py", "Scheduler._forward")
 
 # %% [markdown]
-# 这一批的 `input_ids` 要从 token 池取，而上一批的新 token 可能还没写进去：取输入、前向、写回新 token 三件事都经 `engine.enqueue` 排在工作线程上，和 GPU 上排在同一条[流](../glossary.md#stream-event)里一样。`copy_done` 换成写回之后的事件：等它就等到这一批在 token 池里的写入也做完了。
+# 上一批的新 token 可能还没写进池子：取输入、前向、写回三件事都经 `engine.enqueue` 排在工作线程上，像排在同一条[流](../glossary.md#stream-event)里；`copy_done` 是写回之后的事件。
 #
 # ## 结果晚一步才知道：四条规矩
 #
@@ -204,13 +215,15 @@ print("输出：", len(out), "个 token")
 assert len(out) == 3 and [s[2] for s in seen] == [True, False, False]
 
 # %% [markdown]
-# 拿到第 2 个 token 时 `can_decode` 已经是 False：上游按 `not req.can_decode` 判断结束，这个请求就只有 2 个 token。我们看 `len(req.input_ids) == req.max_device_len`，正好 3 个。
+# 拿到第 2 个 token 时 `can_decode` 已经是 False：上游按它判断结束，就只有 2 个 token；我们看 `len(req.input_ids) == req.max_device_len`，正好 3 个。
 #
-# **规矩 2：结束之后的 token 丢掉。** 请求在第 N 批遇到 EOS，第 N+1 批在知道之前已经发出，它在里面；处理第 N 批时它离开 decode 队列，第 N+2 批不再有它；处理第 N+1 批时它已在 `finished_reqs` 里，那个 token 跳过。运行一节的 main 会数出这多算的一个 token。
+# **规矩 2：结束之后的 token 丢掉。** 请求在第 N 批遇到 EOS，第 N+1 批在知道之前已经发出，它在里面；处理第 N+1 批时它已在 `finished_reqs` 里，那个 token 跳过（运行一节的 main 数出了这多算的一个）。
 #
-# **规矩 3：行等在途的那一批做完再还**（[延迟释放](../glossary.md#deferred-release)）。在途的那一批还要往请求的那一行 token 池写新 token。只有 1 行、A 的第一个 token 就是 EOS、B 在排队，再把工作线程放慢 50 ms，让在途的写入一定晚于调度器线程的下一步。错误的版本把 `_in_flight` 换成“永远不在途”，结束就还：
+# **规矩 3：行等在途的那一批做完再还**（[延迟释放](../glossary.md#deferred-release)）。在途的那一批还要往这一行 token 池写新 token。实验：只有 1 行，A 的第一个 token 就是 EOS，B 在排队；错误的版本结束就还行。
+#
+# ??? note "实验的代码（工作线程放慢 50 ms，输出在框下）"
 
-# %%
+# %% tags=["fold"]
 from minisgl.llm import LLM
 
 
@@ -234,17 +247,20 @@ def run_a_then_b(cls):
     return outs[0]["token_ids"], changed
 
 
+# %%
 for cls in (LLM, ReleaseAtOnce):
     a, changed = run_a_then_b(cls)
-    print(f"{cls.__name__:<14} A 的输出 {a}（EOS 不算），B 的提示在 token 池里被改掉的位置：{changed}")
+    print(f"{cls.__name__:<14} A 结束之后又报出的 token：{len(a)} 个，B 的提示在 token 池里被改掉的位置：{changed}")
     assert (a == [] and changed == []) == (cls is LLM)
 
 # %% [markdown]
-# 错误的版本里 B 拿到 A 的行、把提示写进 token 池之后，A 在途那一批迟到的写入改掉了 B 提示里的一个 token：B 从此算的是另一个提示（这个随机权重的小模型不一定因此换掉 argmax，真实模型上就是一段错的回答，而且不报错）。A 的行还掉之后它也不在 `finished_reqs` 里了，多算的那个 token 被当成输出报了出来。
+# 错误的版本里，A 在途那一批迟到的写入改掉了 B 提示里的一个 token，B 从此算的是另一个提示而不报错；A 多算的那个 token 也被报了出来。
 #
-# **规矩 4：取消在途的请求，同样等它那一批做完。** 上游收到取消时立即释放请求，而它的 prefill 还在途；处理那一批时又按“prefill 做完、把前缀交给缓存”再处理一遍，同一批页交了两次。照上游的做法写一个错误的版本：
+# **规矩 4：取消在途的请求，同样等它那一批做完。** 上游取消时立即释放，而它的 prefill 还在途；处理那一批时又把前缀交给缓存一次，同一批页交了两次。我们的 `abort_req` 也走 `_finish_req`：资源等在途的那一批做完再还，那一批里它的结果跳过。
+#
+# ??? note "实验：照上游的做法写一个错误的版本"
 
-# %%
+# %% tags=["fold"]
 import re
 
 
@@ -272,23 +288,24 @@ for cls in (LLM, FreeOnAbort):
     llm.shutdown()
 
 # %% [markdown]
-# 第 8 章 `cache_req` 里的断言拦住了第二次交付：请求的句柄在取消时已经交还了。我们的 `abort_req` 也走 `_finish_req`：不再调度，资源等在途的那一批做完再还，那一批里它的结果跳过。
+#     第 8 章 `cache_req` 里的断言拦住了第二次交付：请求的句柄在取消时已经交还了。
 #
 # ## GIL：重叠只藏得住放开 GIL 的时间
 #
-# CPU 上还有一件 GPU 上没有的事：两个线程共用一个解释器锁。前向线程每发射一个算子，都要先拿到 GIL；算子执行时放开。`examples/ch11_gil.py` 把这件事单独拿出来量：300 个算子的“前向”在工作线程上，主线程同时做一段 30 ms 的工作，两种方式轮流跑、各取中位数。
+# CPU 上还有一件 GPU 上没有的事：两个线程共用一个解释器锁。前向线程每发射一个算子都要先拿到 GIL，算子执行时放开。
+#
+# ??? note "深入：300 个算子的“前向”，主线程同时做 30 ms 的三种工作"
+#
+#     `examples/ch11_gil.py`：两种方式轮流跑、各取中位数。下面是执行这一页时真实跑出来的，测试不会重跑（太慢，每次都不一样），看同一次运行里的对比。在你的机器上：`python tools/steps.py run 11 -- python examples/ch11_gil.py`
 
-!!! warning "数字取决于机器"
-    下面两格是执行这一页时真实跑出来的，测试不会重跑它们（太慢，而且每次都不一样）；机器上有别的负载时数字会漂，看同一次运行里的对比。在你的机器上：`python tools/steps.py run 11 -- python examples/ch11_gil.py`
-
-# %% tags=["milestone"]
+# %% tags=["milestone", "fold"]
 # NBVAL_SKIP
 run("python examples/ch11_gil.py")
 
 # %% [markdown]
-# `time.sleep` 不拿 GIL，重叠的一步接近 max；torch 算子在执行时也放开 GIL，有空闲的核时一样藏得住，机器忙、没有空闲的核时它就和前向抢核（别的任务占着核时量，这一行接近依次执行）；纯 Python 一直拿着 GIL，前向线程每发一个算子都要等它让出来，重叠的一步接近甚至超过依次执行。最后几行改的是 `sys.setswitchinterval`：纯 Python 线程一次最多拿着 GIL 多久，到点解释器就强制换手。两个线程都要 CPU 时，能不能并行还要看机器上有没有空闲的核。
+#     `time.sleep` 不拿 GIL，重叠的一步接近 max；torch 算子在执行时也放开 GIL，有空闲的核时一样藏得住，没有空闲的核时它就和前向抢核；纯 Python 一直拿着 GIL，前向线程每发一个算子都要等它让出来，重叠的一步接近甚至超过依次执行。最后几行改的是 `sys.setswitchinterval`：纯 Python 线程一次最多拿着 GIL 多久，到点解释器就强制换手。
 #
-# 真实调度器里也是这样。同样的 decode，在“处理”里分别注入 20 ms 的 sleep 和 20 ms 的纯 Python，两种模式轮流各跑 3 遍：
+# 在真实调度器里量：在“处理”里分别注入 20 ms 的 sleep 和纯 Python，两种模式轮流各跑 3 遍：
 
 # %%
 # NBVAL_SKIP
@@ -297,6 +314,9 @@ measured = {name: compare(path, NUM_REQS, 24, rounds=3, work=work) for name, wor
 for name, result in measured.items():
     print(f"== {name}")
     print_breakdown(result)
+print("重叠 / 不重叠（一步）：" + "，".join(
+    f"{name} {result[True]['一步'] / result[False]['一步']:.2f}" for name, result in measured.items()))
+print(f"（机器的 1 分钟平均负载 {os.getloadavg()[0]:.1f}，{os.cpu_count()} 个核：负载高时数字会漂）")
 
 plt = pyplot()
 names = list(measured)
@@ -310,32 +330,67 @@ plt.legend()
 plt.show()
 
 # %% [markdown]
-# 注入 sleep 时，重叠把那 20 ms 藏在了前向后面，一步接近 max(前向, 工作)；“等待”一列（调度器线程做完自己的事、等前向的时间）随之变短，少掉的正是被藏住的那部分。注入纯 Python 时藏不住：两个线程轮流拿 GIL，前向被拖长，一步不比依次执行快，还常常更慢。（“处理”一列是实测的时长：`python_work` 按热身后 5 次试跑的中位数估出循环次数，机器忙时实际仍会偏离标称的 20 ms；比较看同一组里的两行。）
+# 注入 sleep 时，重叠把那 20 ms 藏在了前向后面，一步接近 max(前向, 工作)。注入纯 Python 时藏不住：两个线程轮流拿 GIL，“前向”一列被拖长，比值不小于 1。
 #
-# ### 真实的一步有多少时间拿着 GIL
+# ??? note "深入：真实的一步有多少时间拿着 GIL"
 #
-# 用 `torch.profiler` 记下不重叠时每一段里的 aten 算子，一段时间减去其中算子的时间，剩下的就是解释器在跑 Python、拿着 GIL 的时间：
+#     用 `torch.profiler` 记下不重叠时每一段里的 aten 算子，一段时间减去其中算子的时间，剩下的就是解释器在跑 Python、拿着 GIL 的时间：
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input", "fold"]
 listing("examples/ch11_steps.py", "gil_profile")
 
-# %%
+# %% tags=["fold"]
 # NBVAL_IGNORE_OUTPUT
 for label, (ms, held) in gil_profile(path, NUM_REQS, 24).items():
     print(f"{label}：{ms:6.2f} ms/步，其中 {held:5.2f} ms 拿着 GIL（{held / ms:4.0%}）")
 
 # %% [markdown]
-# 调度器自己的两段，大部分时间在解释器里；前向的大部分时间在算子里。所以重叠之后，调度器那不到一毫秒的 Python 能和前向的算子并行，前向自己发射算子的那部分 Python 却要和它轮流拿 GIL。
+#     调度器自己的两段，大部分时间在解释器里；前向的大部分时间在算子里。所以重叠之后，调度器那不到一毫秒的 Python 能和前向的算子并行，前向自己发射算子的那部分 Python 却要和它轮流拿 GIL。
 #
 # !!! warning "说清楚：在这台 CPU 上，真实引擎的重叠不是净赚"
-#     没有注入工作时，调度器的两段合起来不到一毫秒，前向要十几毫秒（上表）：重叠最多省下这一点。可它也有代价：每步几次线程间交接（提交任务、等 future），两个线程在算子边界上轮流拿 GIL。上面“没有注入”那一组，两种模式的差别落在这台机器上别的负载带来的波动之内，这一次运行里重叠还慢一些。重叠真正省时间的地方是：每步有一段**不拿 GIL** 的等待（第 12–15 章的服务里收发消息、等反分词进程），或者在 GPU 上（前向不占 CPU，发射完内核就放开 GIL）。所以在 CPU 上 `MINISGL_DISABLE_OVERLAP_SCHEDULING=1` 值得试一试，两种模式的输出完全相同。
+#     调度器的两段合起来不到一毫秒，重叠最多省下这一点，代价是每步几次线程交接和轮流拿 GIL（“没有注入”那一组的比值）。它省时间的地方是每步有一段**不拿 GIL** 的等待（第 12–15 章的服务收发消息），或者在 GPU 上。`MINISGL_DISABLE_OVERLAP_SCHEDULING=1` 关掉它，输出完全相同。
 #
-# 能做的是让调度器线程少占 GIL：准备阶段的下标用张量一次算出（`_token_indices`），不按请求写 Python 循环；处理阶段只留必要的 Python（追加 token、判断结束）。再往下的办法是让前向本身少要 GIL：把整个前向交给一次编译好的图（第 18 章 CUDA 图在 CPU 上的替身），工作线程每步只进出解释器一次。
+# ### 线程：前向用满每个核，等着的线程要睡
+#
+# `examples/ch11_threads.py` 在同一次运行里比 HF、重叠开和关、1 个和 2 个 torch 线程，机器空着和被 2 个忙进程占满。它要跑 20 分钟，执行这一页时不重跑，下面是 2026-12-02 在本书的 2 核机器上的记录。
+#
+# ??? note "记录：每格 3 遍的中位数，token/s（SmolLM2，float32，那时 OpenMP 用默认的等待方式）"
+#
+#     | 机器 | 线程 | HF 批 1 | 关 批 1 | 开 批 1 | 关 32 个 | 开 32 个 |
+#     |---|---|---|---|---|---|---|
+#     | 空着 | 1 | 11.7 | 12.2 | 12.5 | 51.3 | 48.0 |
+#     | 空着 | 2 | 11.7 | 12.1 | 11.6 | 65.9 | 51.4 |
+#     | 占满 | 1 | 8.3 | 8.5 | 7.0 | 31.8 | 34.3 |
+#     | 占满 | 2 | 3.8 | 4.0 | 7.3 | 16.6 | 33.5 |
+#
+# 三件事。批大小 1 的 decode 卡在内存带宽上，第二个线程不帮忙；32 个请求时 2 个线程快 1.28 倍，所以前向用满每个核。空着的机器上 32 个请求重叠慢 22%（51.4 对 65.9），原因见上面的框。机器占满时 2 个线程塌掉一半还多（HF 3.8、我们 4.0，1 个线程 8.3、8.5）：OpenMP 的线程做完一段活先忙等，占着别人要的核。
+#
+# 办法是让等着的线程马上睡：`OMP_WAIT_POLICY=PASSIVE`。OpenMP 只在 torch 导入时读一次它，所以 `import minisgl` 在 torch 还没导入时替你设上（你设了的照你的）：
+
+# %% tags=["remove-input"]
+listing("minisgl/__init__.py")
+
+# %% [markdown]
+# ??? note "记录：`python examples/ch11_threads.py --wait-policy`，机器占满、2 个线程、批大小 1，每格一个新进程（2026-12-02），token/s"
+#
+#     | OMP_WAIT_POLICY | 重叠关 | 重叠开 |
+#     |---|---|---|
+#     | 没设 | 3.1 | 7.9 |
+#     | PASSIVE | 8.8 | 8.1 |
+#
+# 不重叠时从 3.1 回到 8.8，和 1 个线程时一样；重叠时本来就没有塌。
+#
+# ??? note "深入：还能怎样让调度器线程少占 GIL"
+#
+#     准备阶段的下标用张量一次算出（`_token_indices`），不按请求写 Python 循环；处理阶段只留必要的 Python（追加 token、判断结束）。再往下的办法是让前向本身少要 GIL：把整个前向交给一次编译好的图（第 18 章 CUDA 图在 CPU 上的替身），工作线程每步只进出解释器一次。
 
 # %% [markdown]
 # ## 运行
 #
-# 本章的 main 在本章的树里真实跑出来的输出：
+# 本章的 main，先看源码，再看它在本章的树里真实跑出来的输出：
+
+# %% tags=["remove-input"]
+listing("examples/ch11_overlap.py")
 
 # %%
 run("python examples/ch11_overlap.py")
@@ -343,9 +398,9 @@ run("python examples/ch11_overlap.py")
 # %% [markdown]
 # 值得注意的地方：
 #
-# - 两种模式步数相同（22 步），输出相同，都与 HF 一致：重叠只改变了先后，不改变结果。
-# - 对话请求答完 “The capital of France is Paris.” 遇到 EOS。5 个请求合计：不重叠时算了 46 个 token、输出 45 个（EOS 不进输出）；重叠时算了 47 个，多出的那一个是对话请求在 EOS 之后已经发出的那一步，丢掉了。
-# - 其余请求按 `max_tokens` 结束，输出正好 6、20、3、9 个 token：重叠时它们最后一批发出时 `complete_one()` 就让 `can_decode` 变成 False，不会多算。
+# - 两种模式步数相同（22 步），输出相同，都与 HF 一致：重叠只改变先后，不改变结果。
+# - 不重叠时算了 46 个 token、输出 45 个（EOS 不进输出）；重叠时算了 47 个，多出的是对话请求在 EOS 之后已经发出的那一步（规矩 2），丢掉了。
+# - 按 `max_tokens` 结束的请求不多算：最后一批发出时 `complete_one()` 就让 `can_decode` 变成 False。
 
 # %% [markdown]
 # ## 与上游的差异
@@ -353,26 +408,42 @@ run("python examples/ch11_overlap.py")
 # - 我们在 CPU 上用一个工作线程和 future 代替流和事件；上游只跑 GPU，前向排在引擎的流上。`python/minisgl/scheduler/scheduler.py` · `Scheduler.overlap_loop`
 # - 我们按 CPU 上拿到的 token 数判断结束；上游按 `not req.can_decode`，重叠时少生成一个 token。`python/minisgl/scheduler/scheduler.py` · `Scheduler._process_last_data`
 # - 我们的结束和取消都等在途的那一批做完再还资源；上游立即释放，靠 `finished_reqs` 跳过第二次释放，行可能在在途时被新请求拿走，取消在途的 prefill 会把页缓存两次。`python/minisgl/scheduler/scheduler.py` · `Scheduler._process_one_msg`
-# - 我们在 GPU 上只用引擎的一条流；上游另开一条调度流做元数据的拷贝，再让引擎流 `wait_stream` 它，因为拷贝和计算可以并行，代价是跨流的写入要自己排先后。`python/minisgl/scheduler/scheduler.py` · `Scheduler.__init__`
+# - 我们在 GPU 上只用引擎的一条流；上游另开一条调度流做元数据拷贝，拷贝和计算可以并行，代价是跨流的写入要自己排先后。`python/minisgl/scheduler/scheduler.py` · `Scheduler.__init__`
+#
+# ## 官方实现
+#
+# 行号指[上游](../glossary.md#upstream)词条里固定的那个提交。
+#
+# - 重叠的主循环：先发下一批，再处理上一批：`python/minisgl/scheduler/scheduler.py` · `Scheduler.overlap_loop`（第 83～106 行）
+# - 开关 `MINISGL_DISABLE_OVERLAP_SCHEDULING`：`python/minisgl/scheduler/scheduler.py` · `Scheduler.run_forever`（第 120～131 行）
+# - 调度流和引擎流：`python/minisgl/scheduler/scheduler.py` · `Scheduler.__init__`（第 46～76 行）
+# - 重叠时留住在途那一批的输入张量，免得提前释放：`python/minisgl/scheduler/scheduler.py` · `ForwardInput`（第 35～39 行）、`python/minisgl/scheduler/scheduler.py` · `ForwardData`（第 42 行）
+# - 等拷回完成再处理上一批，用 `finished_reqs` 跳过第二次释放：`python/minisgl/scheduler/scheduler.py` · `Scheduler._process_last_data`（第 138～167 行）
+# - 拷回和事件：`python/minisgl/engine/engine.py` · `Engine.forward_batch`（第 191～206 行）
+# - 取消时立即还行和页：`python/minisgl/scheduler/scheduler.py` · `Scheduler._process_one_msg`（第 169～198 行）、`python/minisgl/scheduler/scheduler.py` · `Scheduler._free_req_resources`（第 200～202 行）
 
 # %% [markdown]
 # ## 测试
 #
-# 本章的测试在 `tests/test_ch11_overlap.py`：重叠模式的输出与 HF 一致（SmolLM2 和 tiny Qwen3，页表只有 2 行，请求陆续进出；再加上共享前缀和很小的 token 预算）；开关和坏值的报错；工作线程按顺序执行、异常原样抛出；四个竞态各一个测试。每个竞态测试都用“把那条规矩去掉”的版本试过，会失败。规矩 3 的测试：
+# `tests/test_ch11_overlap.py`：重叠模式的输出与 HF 一致（页表只有 2 行、共享前缀、很小的 token 预算）；工作线程出错像 CUDA 一样粘住（取输入、前向、写回三处各注入一次错误，异常都从 `LLM.generate` 抛出来）；四个竞态各一个测试，每个都用“去掉那条规矩”的版本试过，会失败；`OMP_WAIT_POLICY` 的三种情形。规矩 3 的测试：
+#
+# ??? note "`test_race3_a_row_is_reused_only_after_the_inflight_write`"
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input", "fold"]
 listing("tests/test_ch11_overlap.py", "test_race3_a_row_is_reused_only_after_the_inflight_write")
 
 # %%
 run("python -m pytest -q --color=no tests/test_ch11_overlap.py -k race")
 
 # %% [markdown]
-# 第 7–10 章的测试是按“一步当场返回这一步的结果”写的（数每一步的输出、某一步之后查页数），重叠时结果晚一步，这些断言就不成立了。`steps.py check 11` 重跑它们时，本章的 `tests/conftest.py` 让它们关掉重叠运行；重叠模式下的批量生成、前缀缓存、小 token 预算由本章自己的测试覆盖。
+# ??? note "第 7–10 章的测试在本章的树里为什么关掉重叠"
+#
+#     第 7–10 章的测试是按“一步当场返回这一步的结果”写的（数每一步的输出、某一步之后查页数），重叠时结果晚一步，这些断言就不成立了。`steps.py check 11` 重跑它们时，本章的 `tests/conftest.py` 让它们关掉重叠运行；重叠模式下的批量生成、前缀缓存、小 token 预算由本章自己的测试覆盖。
 
 # %% [markdown]
 # ## 怎么讲清楚
 #
-# 重叠调度就是两段流水线：先发出第 N+1 批，再处理第 N 批的结果，CPU 的准备和处理藏在前向后面，一步从三段之和变成两者的最大值。代价是结果晚一步才知道，所以有四条规矩：结束按拿到的 token 数判断，不看已经多走一步的长度；结束后的那个 token 丢掉；结束和取消的请求，资源都等包含它的最后一批做完再还。CPU 上前向放在一个工作线程里，future 当事件；但两个线程共用 GIL：本章每步注入 20 ms 的 sleep，重叠之后它和前向同时进行，一步从两者之和降到接近两者中较长的那个；注入 20 ms 纯 Python，一点也藏不住。
+# 重叠调度是两段流水线：先发出第 N+1 批，再处理第 N 批，CPU 的准备和处理藏在前向后面，一步从三段之和变成最大值。代价是结果晚一步才知道：结束按拿到的 token 数判断；结束后的那个 token 丢掉；结束和取消的请求，资源等包含它的最后一批做完再还。CPU 上前向放在工作线程里，future 当事件；两个线程共用 GIL，每步注入的 20 ms sleep 藏得住，20 ms 纯 Python 藏不住。
 
 # %% [markdown]
 # ## 练习
@@ -404,11 +475,10 @@ exercises()
 # %% [markdown]
 # ## 小结
 #
-# - 重叠调度的一步：准备并发出第 N+1 批，再等第 N 批做完、处理它；不重叠时一步是三段之和，重叠时接近最大值。
-# - CPU 上前向交给一个工作线程（`CpuStream`，FIFO 像一条流），`CpuEvent` 代替 CUDA 事件；`complete_one()` 仍在调度器线程上、发射时做，工作线程读发射时的副本。
-# - token 池的取和写都排在工作线程上；`copy_done` 等到写回为止。
-# - 四条规矩：按拿到的 token 数判断结束；结束后的 token 丢掉、不再调度；结束的请求等包含它的最后一批做完再还资源；取消在途的请求也一样等。
-# - GIL 决定 CPU 上能藏住什么：放开 GIL 的等待藏得住，纯 Python 藏不住；在这台 CPU 上，真实引擎的重叠不是净赚，`MINISGL_DISABLE_OVERLAP_SCHEDULING=1` 关掉它，输出不变。
+# - 重叠的一步：发出第 N+1 批，再等第 N 批做完、处理它；一步从三段之和变成接近最大值。
+# - CPU 上前向交给一个工作线程（`CpuStream`），`CpuEvent` 代替 CUDA 事件；工作线程读发射时的副本，token 池的取和写都排在它上面。
+# - 四条规矩：按拿到的 token 数判断结束；结束后的 token 丢掉；结束和取消的请求，等包含它的最后一批做完再还资源。
+# - GIL 决定 CPU 上能藏住什么：不拿 GIL 的等待藏得住，纯 Python 藏不住；这台 CPU 上重叠不是净赚，关掉它输出不变。
 
 # %% tags=["remove-cell", "milestone-checklist"]
 # 阶段二的里程碑页（docs/stages/schedule/index.md）引用这个单元的输出；章节页上不显示。

@@ -341,7 +341,10 @@ plt.show()
 # %% [markdown]
 # ## 运行
 #
-# 本章的 main 在本章的树里真实跑出来的输出：
+# 本章的 main，先看源码，再看它在本章的树里真实跑出来的输出：
+
+# %% tags=["remove-input"]
+listing("examples/ch13_tokenizer.py")
 
 # %%
 run("python examples/ch13_tokenizer.py")
@@ -361,6 +364,16 @@ run("python examples/ch13_tokenizer.py")
 # - 我们实现了 `stop`：跨 token 匹配、扣住疑似开头、命中后让调度器取消；上游的 `TokenizeMsg` 没有这个字段。`python/minisgl/message/tokenizer.py` · `TokenizeMsg`
 # - 我们的对话直接 `apply_chat_template(tokenize=True)`；上游先拼字符串再 `encode`，会加 BOS 的分词器上得到两个 BOS。`python/minisgl/tokenizer/tokenize.py` · `TokenizeManager.tokenize`
 # - 我们的回复带结束原因、用量和错误原因，坏输入只让那个请求失败；上游的 `UserReply` 只有 `finished`，分词出错时进程退出。`python/minisgl/tokenizer/server.py` · `tokenize_worker`
+#
+# ## 官方实现
+#
+# 行号指[上游](../glossary.md#upstream)词条里固定的那个提交。
+#
+# - 分词和对话模板：`python/minisgl/tokenizer/tokenize.py` · `TokenizeManager.tokenize`（第 14～31 行）
+# - 增量反分词，每个请求一份状态：`python/minisgl/tokenizer/detokenize.py` · `DetokenizeManager.detokenize`（第 70～111 行）、`python/minisgl/tokenizer/detokenize.py` · `DecodeStatus`（第 54～60 行）
+# - 哪些文字可以先发：`python/minisgl/tokenizer/detokenize.py` · `find_printable_text`（第 35～51 行）
+# - tokenizer 进程的循环：`python/minisgl/tokenizer/server.py` · `tokenize_worker`（第 30～110 行）
+# - 进出的消息：`python/minisgl/message/tokenizer.py` · `TokenizeMsg`（第 34～38 行）、`python/minisgl/message/tokenizer.py` · `DetokenizeMsg`（第 27～31 行）、`python/minisgl/message/tokenizer.py` · `AbortMsg`（第 41～43 行）、`python/minisgl/message/frontend.py` · `UserReply`（第 25～29 行）
 
 # %% [markdown]
 # ## 测试

@@ -49,10 +49,11 @@ tree()
 # %% [markdown]
 # ## 这一步的 main
 #
-# 本章的 main 是 `examples/ch14_scheduler_io.py`：本进程扮演 tokenizer 进程，两个调度器进程当 rank 0 和 rank 1（模型都是完整的 tiny Qwen3，第 16 章才按 rank 切分），同样的流量跑两轮，逐步比较两个 rank 的批哈希，最后量条数广播的开销。`python tools/steps.py check 14` 会跑它和本章的测试；只想跑 main：
+# 本章的 main 是 `examples/ch14_scheduler_io.py`：本进程扮演 tokenizer 进程，两个调度器进程当 rank 0 和 rank 1（模型都是完整的 tiny Qwen3，本章不按 rank 切分），同样的流量跑两轮，逐步比较两个 rank 的批哈希，最后量条数广播的开销。`python tools/steps.py check 14` 会跑它和本章的测试；只想跑 main：
 #
 # ```bash
 # python tools/steps.py run 14 -- python examples/ch14_scheduler_io.py
+# python tools/steps.py run 14 -- python examples/ch14_pubsub.py   # PUB/SUB 的两种丢法
 # ```
 #
 # ![每一步：tokenizer 进程把请求、取消、退出推到 rank 0 的 backend；rank 0 取走已到的消息，原样转发到 broadcast（PUB），rank 1 的 SUB 收到这些帧；gloo 进程组广播条数 k，rank 1 从 SUB 正好取 k 条；两个 rank 处理同样的 k 条、拼出同样的批（批哈希相同）；只有 rank 0 把新 token 和拒绝发回 tokenizer 进程。底部：空闲时先核对 KV 页再等在 ZMQ 上；启动时握手，第一条真消息不丢](../assets/ch14_scheduler_io.svg)
@@ -76,7 +77,7 @@ def each_rank_polls_itself(lag_ms=0.5, step_ms=3.0, n_msgs=200):
     addr = ipc_addr(ipc_dir, "demo")
     pub = ZmqPubQueue(addr, create=True, encoder=None)
     subs = [ZmqSubQueue(addr, create=False, decoder=None) for _ in range(2)]
-    time.sleep(0.3)  # 先让订阅生效（迟到的订阅者，见第 12 章；本章后面用握手代替这次等待）
+    time.sleep(0.3)  # 先让订阅生效（迟到的订阅者：本章后面量它，并用握手代替这次等待）
     seen = [{}, {}]
     state = {"done": False}
     # 代替每步的 all_reduce：两个 rank 都到了才往下走；到齐时顺便看看消息是否都收到了
@@ -120,7 +121,7 @@ assert split and sorted(seen[0]) == sorted(seen[1])
 #
 # ## rank 0 说了算：转发原始字节，广播条数
 #
-# 于是只让 rank 0 收外界的消息。它每一步取走 backend（`SchedulerConfig` 里的地址名，tokenizer 进程往这里推）里已经到达的全部消息，把原始字节原样转发到 broadcast（另一个地址名，[PUB/SUB](../glossary.md#pub-sub)），再用 gloo 进程组广播“这一步有几条”：
+# 于是只让 rank 0 收外界的消息。它每一步取走 backend（`SchedulerConfig` 里的地址名，tokenizer 进程往这里推）里已经到达的全部消息，把原始字节原样转发到 broadcast（另一个地址名），再用 gloo 进程组广播“这一步有几条”。转发用 [PUB/SUB](../glossary.md#pub-sub)（第 12 章的 `ZmqPubQueue` / `ZmqSubQueue`）：一个 PUB 把每一帧复制给所有已经订阅上的 SUB。一个发件方、好几个收件方，所以这里由发件的 PUB 一方 bind，是“收件方 bind”的唯一例外。
 
 # %% tags=["remove-input"]
 listing("minisgl/scheduler/io.py", "SchedulerIO._receive_from_tokenizer")
@@ -146,15 +147,64 @@ listing("minisgl/scheduler/io.py", "SchedulerIO.receive_msg")
 #
 # ## 开始之前握手：第一条消息不丢
 #
-# PUB 只把帧发给订阅已经生效的 SUB；`connect` 返回时订阅还在路上，这时发出的帧直接丢掉（[迟到的订阅者](../glossary.md#slow-joiner)）。rank 1 丢一条，之后每一步按条数取到的都是后一条消息。所以转发之前先握手：
+# PUB 只把帧发给订阅已经生效的 SUB。SUB 的 `connect()` 立即返回，连接和订阅在后台的 I/O 线程里完成，这之前发出的帧直接丢掉，不报错（[迟到的订阅者](../glossary.md#slow-joiner)）。`examples/ch14_pubsub.py` 把它量出来：发布者扮演 rank 0，两个订阅者线程扮演 rank 1、rank 2，走真实的 ipc 套接字；两边建好套接字后过一道[屏障](../glossary.md#barrier)（所有线程都到了才往下走，相当于上游启动时的 `sync_all_ranks()`），然后发布者立即发 500 条：
+
+# %% tags=["milestone"]
+# NBVAL_IGNORE_OUTPUT
+import sys
+
+import zmq
+
+sys.path.insert(0, "examples")  # 本章的演示脚本
+from ch14_pubsub import broadcast_round, describe, hwm_round
+
+N = 500
+plain = broadcast_round(N)
+late_bind = broadcast_round(N, connect_first=True)
+with_handshake = broadcast_round(N, connect_first=True, handshake=True)
+print(describe("先 bind 后 connect，屏障后立即发", plain, N))
+print(describe("先 connect 后 bind，屏障后立即发", late_bind, N))
+print(describe("先 connect 后 bind，探针握手后再发", with_handshake, N))
+probe = zmq.Context.instance().socket(zmq.SUB)
+print("SUB 连不上时隔多久重试（RECONNECT_IVL，毫秒）：", probe.getsockopt(zmq.RECONNECT_IVL))
+probe.close()
+assert plain["prefix"] and late_bind["prefix"] and max(late_bind["lost"]) > 0  # 丢的总是开头连续的一段
+assert with_handshake["lost"] == [0, 0]
+
+# %% [markdown]
+# 屏障挡不住：它只说明每个线程都调用过 `connect()`，不说明订阅已经生效，最后连上的订阅者常常丢掉开头几条（第一行）；订阅者先 connect、发布者后 bind 时（几个进程一起启动，谁先谁后没有保证）丢得更多，SUB 要等重连的定时器到点才重试。握手之后一条不丢（第三行）。调度器的 rank 1 若丢一条，之后每一步按条数取到的都是后一条消息，所以 `SchedulerIO` 转发之前先握手：
 
 # %% tags=["remove-input"]
 listing("minisgl/scheduler/io.py", "SchedulerIO._wait_for_subscribers")
 
 # %% [markdown]
-# “听到过”就说明订阅已经生效；订阅生效之后，同一个 PUB 发出的帧按顺序送达，所以 `_READY` 之后的第一帧就是 rank 0 转发的第一条真消息。本章的测试在调度器启动之前就往 backend 里排好 50 条消息，rank 0 握手一结束就把它们转发出去，rank 1 一条不少。
+# “听到过”就说明订阅已经生效；此后同一个 PUB 发出的帧按顺序送达，`_READY` 之后的第一帧就是第一条真消息。本章的测试在调度器启动之前就往 backend 里排好 50 条消息，rank 1 一条不少。
 #
-# 订阅生效之后还有一种丢法：PUB 给每个 SUB 排队的帧到了[高水位](../glossary.md#high-water-mark)（默认 1000 条，第 12 章量过），新帧直接丢掉。一大批请求同时到达，一步转发的帧就可能超过它，rank 1 按条数等一条永远不来的帧，rank 0 下一次广播时卡到 gloo 超时。所以 `SchedulerIO` 建 PUB 和 SUB 时给 `hwm=0`（不设上限，必须在 bind/connect 之前设）：帧宁可在内存里排队。测试里一步转发 1000 多条（共 3000 条），rank 1 一条不少。
+# ??? note "深入：丢多少为什么每次不同；上游的窗口；XPUB"
+#
+#     上面每行丢几条随机器而变。先 connect 后 bind 时，SUB 的重试间隔是 `RECONNECT_IVL`（100 ms，libzmq 再加 0 到 100 ms 的随机量），哪个订阅者丢多少，看它的定时器落在哪里。
+#
+#     上游每个调度器进程在 `Scheduler.__init__` 的最后建 I/O（rank 0 bind PUB，其他 rank connect SUB），各进程之间不排先后，然后 `sync_all_ranks()`：正是上面第一、二行的设置。第一条广播要等第一个请求，启动器还要等 tokenizer 进程就绪、再启动 uvicorn，通常已经过了这段窗口；请求恰好在窗口里到达，rank 1 就漏一条，要么一直等下去，要么把下一条当成这一条。
+#
+#     ZMQ 的 XPUB 套接字每当有订阅者订阅就能 `recv()` 到一条订阅消息（设 `XPUB_VERBOSE` 后每个订阅者都报上来），发布者数到 n 条就知道都就绪了。我们仍用普通 PUB 加探针：只用到已有的两种队列，而且“订阅者真的收到过一帧”是最直接的证据。
+#
+# 订阅生效之后还有一种丢法：PUB 给每个 SUB 排队的帧到了[高水位](../glossary.md#high-water-mark)，新帧直接丢掉，PUB 不阻塞。订阅者握手之后不读，发布者一口气发 20000 条：
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+pub_probe = zmq.Context.instance().socket(zmq.PUB)
+sub_probe = zmq.Context.instance().socket(zmq.SUB)
+print("默认高水位（条）：PUB 发送", pub_probe.getsockopt(zmq.SNDHWM), "，SUB 接收", sub_probe.getsockopt(zmq.RCVHWM))
+pub_probe.close()
+sub_probe.close()
+kept = hwm_round(20_000)
+print(f"默认高水位：事后读到 {kept} 条，其余被丢掉")
+kept_all = hwm_round(20_000, hwm=0)
+print(f"两端都设 hwm=0：事后读到 {kept_all} 条")
+assert kept < 20_000 and kept_all == 20_000
+
+# %% [markdown]
+# 一大批请求同时到达，一步转发的帧就可能超过高水位，rank 1 按条数等一条永远不来的帧，rank 0 下一次广播时卡到 gloo 超时。所以 `SchedulerIO` 建 PUB 和 SUB 时给 `hwm=0`（不设上限，必须在 bind/connect 之前设）：帧宁可在内存里排队。测试里一步转发 1000 多条（共 3000 条），rank 1 一条不少。
 #
 # ## run_forever：收、处理、走一步、发
 #
@@ -263,21 +313,43 @@ for seed in ("0", "1"):
 # NBVAL_IGNORE_OUTPUT
 run("python examples/ch14_scheduler_io.py")
 
+# %%
+# NBVAL_IGNORE_OUTPUT
+import re
+
+out = output_of("python examples/ch14_scheduler_io.py")
+bcast_us, step_ms = map(float, re.search(r"平均每次 (\d+) µs；decode 一步（两次拼批之间）中位数 ([\d.]+) ms", out).groups())
+print(f"条数广播每次 {bcast_us:.0f} µs，占这次 decode 一步（{step_ms:.1f} ms）的 {bcast_us / 1e3 / step_ms:.1%}；"
+      f"一步越短占比越大：一步 5 ms 时是 {bcast_us / 1e3 / 5:.0%}")
+
 # %% [markdown]
 # 值得注意的地方：
 #
 # - 第 1 轮每一步两个 rank 的批哈希都相同，包括中途才到的请求、被拒绝的请求和中途的取消：它们在两个 rank 的同一步被处理。
 # - 第 2 轮消息还是一样（同一个 `SchedulerIO`），只有 decode 的顺序依赖各进程的哈希种子：第一批 decode（头 4 个请求）起就不同，相同的只有 prefill 和只剩一个请求的 decode（“相同的几步”那一行）。若模型按 rank 切分，那一步的 all_reduce 会把行加到别的请求上。
 # - 两轮里完成的请求 token 完全相同：模型没有切分时，批内顺序不改变每个请求的结果，所以这个错在单卡上、在这个演示的输出里都看不出来，只能比较批本身。
-# - 条数广播每步一次，连续广播时每次的开销和 CPU 上 decode 一步相比只占很小一部分（倒数第二行的百分比）；GPU 上 decode 一步只有几毫秒，占比会大一个数量级左右。运行中 rank 0 停在广播里的时间更长，因为两个 rank 在那里对齐步调，先到的等后到的。
+# - 条数广播每步一次，每次的开销是“条数广播的开销”下第一行的微秒数，上面一格把它换算成占 decode 一步的比例。最后一行是运行中 rank 0 每步停在广播里的时间：除了广播本身，还有等后到的 rank 的时间（两个 rank 在那里对齐步调），所以它随两边的步调差而变，机器忙时会长得多（本书在有负载的 2 核机器上量到过 20 ms 以上）。
 
 # %% [markdown]
 # ## 与上游的差异
 #
 # - 我们把收发写成组合进来的对象（`Scheduler(config, io)`），上游的 `Scheduler` 继承 `SchedulerIOMixin`、按 rank 换上不同的收发函数，因为组合让测试和演示能换一套收发（两份完整模型当两个 rank）。`python/minisgl/scheduler/io.py` · `SchedulerIOMixin`
-# - 我们在转发之前握手，PUB/SUB 设 `hwm=0`；上游启动时只做一次 barrier，用 ZMQ 默认的高水位 1000（还先广播条数、再转发其余的帧），因为 barrier 通过时订阅未必已经生效，一步超过 1000 帧时默认值会丢帧，两种情况其他 rank 都会永远等下去。`python/minisgl/server/launch.py` · `_run_scheduler`，`python/minisgl/scheduler/io.py` · `SchedulerIOMixin._recv_msg_multi_rank0`
+# - 我们转发之前握手、PUB/SUB 设 `hwm=0`，上游启动时只过一道屏障、用默认高水位 1000，因为屏障通过时订阅未必生效、一步超过 1000 帧会丢帧，两种情况其他 rank 都会永远等下去。`python/minisgl/server/launch.py` · `_run_scheduler`，`python/minisgl/scheduler/io.py` · `SchedulerIOMixin._recv_msg_multi_rank0`
 # - 请求不合法时我们回 `RejectMsg`；上游对超长的提示只记一行警告、把请求丢掉（客户端一直等），`max_tokens` 超出时截短并记一行警告。`python/minisgl/scheduler/scheduler.py` · `Scheduler._process_one_msg`
 # - decode 批按接纳顺序；上游（20fcd7f）按 `Req` 的 set 迭代，各 rank 的顺序可能不同。`python/minisgl/scheduler/decode.py` · `DecodeManager.schedule_next_batch`
+#
+# ## 官方实现
+#
+# 行号指[上游](../glossary.md#upstream)词条里固定的那个提交。
+#
+# - 按 rank 换上收发函数：`python/minisgl/scheduler/io.py` · `SchedulerIOMixin.__init__`（第 27～65 行）
+# - 单 rank 收消息：`python/minisgl/scheduler/io.py` · `SchedulerIOMixin._recv_msg_single_rank`（第 79～86 行）
+# - rank 0 收、广播条数、转发：`python/minisgl/scheduler/io.py` · `SchedulerIOMixin._recv_msg_multi_rank0`（第 88～107 行）
+# - 其他 rank 按条数收：`python/minisgl/scheduler/io.py` · `SchedulerIOMixin._recv_msg_multi_rank1`（第 109～122 行）
+# - 只有 rank 0 回复：`python/minisgl/scheduler/io.py` · `SchedulerIOMixin._reply_tokenizer_rank0`（第 124～130 行）、`python/minisgl/scheduler/io.py` · `SchedulerIOMixin._reply_tokenizer_rank1`（第 132～133 行）
+# - 处理收到的消息：`python/minisgl/scheduler/scheduler.py` · `Scheduler._process_one_msg`（第 169～198 行）
+# - 启动时的 barrier 和主循环：`python/minisgl/server/launch.py` · `_run_scheduler`（第 16～37 行）、`python/minisgl/scheduler/io.py` · `SchedulerIOMixin.sync_all_ranks`（第 76～77 行）
+# - 广播的地址：`python/minisgl/scheduler/config.py` · `SchedulerConfig.zmq_scheduler_broadcast_addr`（第 31～33 行）
 
 # %% [markdown]
 # ## 测试
@@ -296,7 +368,7 @@ run("python -m pytest -q --color=no tests/test_ch14_scheduler_io.py -k io_checks
 # %% [markdown]
 # ## 怎么讲清楚
 #
-# 多个 TP rank 各跑一个调度器，它们每一步必须拼出一模一样的批，否则 all_reduce 会把不同请求的部分和加在一起。三件事保证这一点：只有 rank 0 收外界的消息，原样转发给其他 rank，并用 gloo 广播每一步的条数，于是同一条消息在所有 rank 的同一步处理；空闲时大家等在 ZMQ 上，第一条不计数，避开 gloo 的超时；拼批只依赖消息本身，不依赖 set 顺序、地址这类进程本地的东西。代价是每步一次整数的广播，本章在 CPU 上的运行里约占 decode 一步的 1%，GPU 上一步更短，占比要大一个数量级左右。
+# 多个 TP rank 各跑一个调度器，它们每一步必须拼出一模一样的批，否则 all_reduce 会把不同请求的部分和加在一起。三件事保证这一点：只有 rank 0 收外界的消息，原样转发给其他 rank，并用 gloo 广播每一步的条数，于是同一条消息在所有 rank 的同一步处理；转发之前握手、不设高水位，一帧都不丢；拼批只依赖消息本身，不依赖 set 顺序、地址这类进程本地的东西。要记住的数：两个 rank 取消息的时刻只差半毫秒，就有消息落在不同的步里。代价是每步多一次一个整数的广播。
 
 # %% [markdown]
 # ## 练习
@@ -330,5 +402,5 @@ exercises()
 #
 # - 服务模式的一步：`receive_msg`（没事可做时先核对 KV 页、再阻塞地等）→ 逐条 `_process_one_msg` → `step()` → `send_result`；收到 `ExitMsg` 时返回。
 # - 多个 rank：rank 0 从 backend 取走已到的消息，原样转发到 PUB，再经 gloo 广播条数；其他 rank 从 SUB 正好取这么多条。阻塞等到的第一条不计数，各 rank 等在 ZMQ 上。
-# - 转发之前握手，迟到的订阅者不丢第一条消息；只有 rank 0 回复。
+# - PUB/SUB 有两种丢法：订阅生效之前发的帧（迟到的订阅者，屏障挡不住），和超过高水位的帧。转发之前握手、两端 `hwm=0`，一帧不丢；只有 rank 0 回复。
 # - 不合法的请求变成 `RejectMsg`；拼批不能依赖进程本地的东西：decode 批按接纳顺序，不按 set。

@@ -506,7 +506,7 @@ def build_parser() -> cli.ArgumentParser:
             f"  {cmd} watch        保存就评测\n\n"
             "工作区 practice/workspace/ 和进度文件 practice/.progress.json 被 git 忽略，是你自己的；\n"
             "环境变量 JUDGE_HOME=某个目录 可以把它们放到别处。\n"
-            f"你的代码在单独的子进程里评测，每道题有时间限制（一般 {DEFAULT_TIME_LIMIT} 秒，只算你的代码，--timeout 可改）；\n"
+            f"你的代码在单独的子进程里评测，每道题有时间限制（一般 {DEFAULT_TIME_LIMIT} 秒 CPU 时间，只算你的代码，--timeout 可改）；\n"
             "死循环、崩溃、语法错误都会变成一句中文结论。"
         ),
     )

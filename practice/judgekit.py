@@ -39,7 +39,9 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import json
+import math
 import os
+import random
 import re
 import sys
 import traceback
@@ -48,15 +50,20 @@ from pathlib import Path
 from typing import Any
 
 sys.dont_write_bytecode = True  # 不在学习者的工作区里留下 __pycache__
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import isolation  # noqa: E402 - 和 judgekit 在同一个目录
 
 _HERE = Path(__file__).resolve()
+_ISOLATION_SOURCE = Path(isolation.__file__).read_text(encoding="utf-8")
 
 # 结论的种类，judge.py 也用同样的名字
-PASSED, FAILED, SYNTAX, CRASH = "passed", "failed", "syntax", "crash"
+PASSED, FAILED, SYNTAX, CRASH, TIMEOUT = "passed", "failed", "syntax", "crash", "timeout"
 
 
 class CheckFailed(AssertionError):
     """一条检查没通过。消息就是给学习者看的中文说明。"""
+
+    sticky = True  # 在 test.py 的回调里抛出、被学习者的代码吞掉了，也照样算没通过（见 isolation.Peer）
 
 
 # ---------------------------------------------------------------------------
@@ -138,12 +145,49 @@ def check_raises(
     except NotImplementedError:
         raise
     except Exception as e:  # noqa: BLE001 - 换成中文说明
-        frames = traceback.extract_tb(e.__traceback__)
-        where = f"（{Path(frames[-1].filename).name} 第 {frames[-1].lineno} 行）" if frames else ""
+        where = getattr(e, "remote_where", "")
+        where = f"（{where}）" if where else ""
+        name = getattr(e, "remote_type", type(e).__name__)
         raise CheckFailed(
-            f"{what} 应该抛出 {exc_type.__name__}，你的代码抛出的是 {type(e).__name__}: {e}{where}"
+            f"{what} 应该抛出 {exc_type.__name__}，你的代码抛出的是 {name}: {e}{where}"
         ) from None
     raise CheckFailed(f"{what} 应该抛出 {exc_type.__name__}，你的代码却正常返回了 {short(result)}")
+
+
+def probe_bad_arguments(
+    fn: Callable[..., Any], good: dict[str, Any], bad: dict[str, Any], rng: Any, *,
+    name: str, tries: int = 6, exc_type: type[BaseException] = ValueError,
+) -> None:
+    """坏参数的检查：每次从 bad 里随机挑一个参数、随机挑一个坏值（其余参数都是好的 good），
+    调用 fn(**参数) 必须抛 exc_type。参数的位置和坏值每次评测都不一样：只认一个固定的值、
+    只查一个位置的代码过不去。
+
+    bad[参数名] 是坏值的列表，或者一个函数 rng -> 坏值（每次现造一个：比如列表里随机一个位置上的
+    元素是坏的，见 with_bad_item）。good 里的列表、字典每次都复制一份再传，被改了也不影响下一次。"""
+    import copy
+
+    keys = list(bad)
+    for _ in range(tries):
+        key = rng.choice(keys)
+        value = bad[key](rng) if callable(bad[key]) else rng.choice(bad[key])
+        fresh = {k: copy.deepcopy(v) if type(v) in (list, dict, set, tuple) else v for k, v in good.items()}
+        kwargs = {**fresh, key: value}
+        shown = ", ".join(f"{k}={short(v, 60)}" for k, v in kwargs.items())
+        check_raises(exc_type, fn, what=f"{name}({shown})（{key} 是坏的）", **kwargs)
+
+
+def with_bad_item(rng: Any, items: list[Any], spoil: Callable[[Any, Any], Any]) -> list[Any]:
+    """items 的一份拷贝，其中随机一个位置上的元素换成 spoil(原来的元素, rng)：坏的那一个可以在列表的
+    开头、中间或者末尾，只查第一个 / 最后一个元素的代码过不去。"""
+    out = list(items)
+    i = rng.randrange(len(out))
+    out[i] = spoil(out[i], rng)
+    return out
+
+
+def bad_int(rng: Any, below: int) -> int:
+    """一个小于 below 的随机整数：就在边界上（below - 1）或者远一些。"""
+    return rng.choice([below - 1, below - 1, below - rng.randint(2, 5), below - rng.randint(6, 1000)])
 
 
 def check_tensor(
@@ -181,6 +225,73 @@ def check_close(
         )
 
 
+def torch_calls(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, list[str]]:
+    """调用 fn(*args, **kwargs)，返回 (结果, 它做的 torch 运算的名字列表)。
+
+    fn 是学习者的函数时，记录在它的子进程里做（见 isolation._traced）。"""
+    if isinstance(fn, isolation.Proxy):
+        return fn._peer.request("trace", fn, args, kwargs)
+    return isolation._traced(fn, args, kwargs)
+
+
+def in_child(mod: Any, value: Any) -> Any:
+    """把 value 复制一份放进学习者的进程，返回它的句柄：对句柄的修改（h[0] = 1）改的是那一份。
+    用来检查“学习者的代码有没有和调用者共用同一个列表”——跨进程传的参数本来都是拷贝。"""
+    peer = _peer_of(mod)
+    if peer is None:
+        return value
+    return peer.request("own", mod._remote if isinstance(mod, isolation.RemoteClass) else mod, (value,))
+
+
+def _peer_of(obj: Any) -> Any:
+    if isinstance(obj, isolation.Proxy):
+        return obj._peer
+    if isinstance(obj, isolation.RemoteClass):
+        return obj._remote._peer
+    return None
+
+
+def call_kept(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """调用学习者的函数，结果留在学习者的进程里，返回它的句柄（同 in_child 的用处）。"""
+    if not isinstance(fn, isolation.Proxy):
+        return fn(*args, **kwargs)
+    return fn._peer.request("keep", fn, args, kwargs)
+
+
+def item_kept(handle: Any, key: Any) -> Any:
+    """handle[key]，结果留在学习者的进程里（同 call_kept）。"""
+    if not isinstance(handle, isolation.Proxy):
+        return handle[key]
+    return call_kept(handle._do("getattr", "__getitem__"), key)
+
+
+def learner_modules(mod: Any) -> list[str]:
+    """学习者的进程里导入过的模块名（sys.modules）。"""
+    if not isinstance(mod, isolation.Proxy):
+        return sorted(sys.modules)
+    return mod._peer.request("modules", mod)
+
+
+def stage(mod: Any, source: str) -> Any:
+    """在学习者的进程里执行 source（test.py 里写的一小段驱动：搭场景、记录看到的事，不含参考实现和结论），
+    返回那个命名空间的句柄。用在评测这边没法直接驱动的题上：学习者的工作线程要调用的任务、asyncio 的
+    事件循环，都得和学习者的对象在同一个进程里；驱动把观察到的东西按值交回来，判断仍在评测进程里做。
+    驱动和学习者的代码同在一个进程里，学习者改得了它：它只许记录，不许下结论。"""
+    peer = _peer_of(mod)
+    if peer is None:
+        return isolation._stage(source)
+    return peer.request("stage", mod._remote if isinstance(mod, isolation.RemoteClass) else mod, (source,))
+
+
+def more_processes(mod: Any, n: int) -> list[Any]:
+    """同一份被评测的文件再在 n 个新的子进程里各导入一次，返回它们的句柄（每个都是单独的进程，
+    就像多个 rank）。评测进程的几个线程各自驱动一个：一个子进程里同时只有一个调用在进行，协议不用管并发。"""
+    if IN_PROCESS or not isinstance(mod, isolation.Proxy):
+        return [mod] * n
+    first = next(c for c in _CHILDREN if c.module is mod)
+    return [Child(first.path, first.source, first.prelude).module for _ in range(n)]
+
+
 def require(mod: Any, name: str) -> Any:
     """被评测的文件里必须有 name（函数或类）。"""
     if not hasattr(mod, name):
@@ -193,17 +304,196 @@ def require(mod: Any, name: str) -> Any:
 # ---------------------------------------------------------------------------
 
 
-def load_target(path: str | os.PathLike[str]) -> Any:
-    """按路径把一个 .py 文件当模块导入（它不需要在 sys.path 上）。"""
-    path = Path(path).resolve()
+def _load_in_process(path: Path) -> Any:
+    """在评测进程里直接导入：只在浏览器里用（Pyodide 起不了子进程，见 main）。"""
+    import importlib.util
+
     name = "learner_" + re.sub(r"\W", "_", path.stem)
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise ImportError(f"无法把 {path} 当作 Python 模块导入")
     module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclass 等需要在 sys.modules 里找到自己的模块
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+IN_PROCESS = ""  # 非空：学习者的代码在评测进程里运行（原因；只有浏览器里是这样）
+PRELUDE = ""  # 在学习者的进程里、导入学习者的代码之前先执行的源码（见 main 的 prelude）
+
+
+def load_target(path: str | os.PathLike[str]) -> Any:
+    """在子进程里导入被评测的文件，返回它的句柄（对它的一切操作都跨进程，见 isolation.py）。
+
+    子进程的当前目录是一个临时目录，sys.path 上没有 practice/，环境变量里没有 JUDGE_*（随机种子、
+    结论文件都不给它），CPU 时间有上限（JUDGE_TIME_LIMIT 秒）。
+    """
+    path = Path(path).resolve()
+    if IN_PROCESS:
+        return _load_in_process(path)
+    source = path.read_text(encoding="utf-8")
+    return Child(path, source, PRELUDE).module
+
+
+_CHILDREN: list["Child"] = []
+
+
+def _cpu_limit() -> float:
+    try:
+        return max(0.5, float(os.environ.get("JUDGE_TIME_LIMIT", "")))
+    except ValueError:
+        return 0.0
+
+
+class LearnerTimeout(Exception):
+    """学习者的代码用完了 CPU 时间（或者墙钟时间的上限）。"""
+
+
+class LearnerGone(Exception):
+    """学习者代码所在的子进程没了。"""
+
+
+# 评测器从预热模板 fork 好的学习者子进程："读端,写端,pid,退出状态的读端"（见 practice/warm.py）。
+# 只给第一个 Child 用；more_processes 要的其余几个照常新起
+_WARM_CHILD = os.environ.pop("JUDGE_WARM_CHILD", "")
+
+
+class _WarmChild:
+    """预热模板 fork 的子进程不是这个进程的子进程：退出状态由模板从一条管道写过来。
+    接口和 subprocess.Popen 里用到的那几个一样（poll / wait / kill / returncode）。"""
+
+    def __init__(self, pid: int, status_fd: int) -> None:
+        self.pid, self.status_fd, self.returncode = pid, status_fd, None
+
+    def _read(self) -> None:
+        data = b""
+        with contextlib.suppress(OSError):
+            data = os.read(self.status_fd, 64)
+        try:
+            self.returncode = int(data.strip())
+        except ValueError:  # 模板没了，不知道退出状态
+            self.returncode = 1
+
+    def poll(self) -> int | None:
+        import select
+
+        if self.returncode is None and select.select([self.status_fd], [], [], 0)[0]:
+            self._read()
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        import select
+        import subprocess
+
+        if self.returncode is None:
+            if not select.select([self.status_fd], [], [], timeout)[0]:
+                raise subprocess.TimeoutExpired("learner", timeout or 0)
+            self._read()
+        return self.returncode  # type: ignore[return-value]
+
+    def kill(self) -> None:
+        import signal
+
+        if self.returncode is None:
+            with contextlib.suppress(OSError):
+                os.kill(self.pid, signal.SIGKILL)
+
+
+class Child:
+    """学习者的代码所在的子进程，和评测进程之间用 isolation.Peer 说话。"""
+
+    def __init__(self, path: Path, source: str, prelude: str = "") -> None:
+        import resource
+        import subprocess
+        import tempfile
+        import time
+
+        global _WARM_CHILD
+        self.path, self.source, self.prelude = path, source, prelude
+        self.module: Any = None
+        limit = _cpu_limit()
+        self.work = tempfile.mkdtemp(prefix="learner-")
+        if not _WARM_CHILD:
+            to_child_r, to_child_w = os.pipe()
+            to_parent_r, to_parent_w = os.pipe()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("JUDGE_")}
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        # 一个线程：题目里的张量都很小，多线程只会在忙的机器上空转、白白吃掉 CPU 时间的限制
+        # （023 的参考答案在负载重的两核机器上因此用掉 6–8 秒 CPU，单线程不到 1 秒）
+        for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+            env[name] = "1"
+
+        # 协议本身（收发、编解码每一次调用）也在子进程里花 CPU：测试调用得多的题能占到好几秒，
+        # 所以 CPU 时间的上限是 2 × 限制 + 2 秒；死循环照样很快被停下
+        seconds = max(1, math.ceil(2 * limit + 2)) if limit else 0
+
+        def limit_cpu() -> None:  # 在子进程里、exec 之前：到了 CPU 时间上限先收到 SIGXCPU，再过一秒 SIGKILL
+            if seconds:
+                resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds + 1))
+        if _WARM_CHILD:
+            # 评测器从预热模板（practice/warm.py）fork 好了一个子进程：torch 已经导入，别的什么都没有
+            rfd, wfd, pid, status_fd = (int(x) for x in _WARM_CHILD.split(","))
+            _WARM_CHILD = ""
+            self.proc = _WarmChild(pid, status_fd)
+            _CHILDREN.append(self)
+            self.peer = isolation.Peer(rfd, wfd, isolation.PARENT, trusts_other=False)
+        else:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            self.proc = subprocess.Popen(
+                [sys.executable, "-I", "-u", "-B", "-c", _ISOLATION_SOURCE, str(to_child_r), str(to_parent_w)],
+                stdin=subprocess.DEVNULL, cwd=self.work, env=env, pass_fds=(to_child_r, to_parent_w),
+                preexec_fn=limit_cpu if hasattr(resource, "RLIMIT_CPU") else None,
+            )
+            _CHILDREN.append(self)  # 导入时就没了 / 超时，也要能查到它是怎么没的
+            os.close(to_child_r)
+            os.close(to_parent_w)
+            self.peer = isolation.Peer(to_parent_r, to_child_w, isolation.PARENT, trusts_other=False)
+        # 墙钟时间只是兜底（学习者的代码睡着、等一个永远不来的东西时 CPU 时间不涨）：负载再重也够用
+        if limit:
+            self.peer.deadline = time.monotonic() + 6 * limit + 10
+        self.peer.send({"op": "load", "path": str(path), "source": source, "prelude": prelude,
+                        "name": "learner_" + re.sub(r"\W", "_", path.stem), "cwd": self.work, "cpu": seconds})
+        self.module = self.peer.request_reply()
+
+    def cpu_seconds(self) -> float:
+        import resource
+
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return usage.ru_utime + usage.ru_stime
+
+    def why_gone(self) -> BaseException:
+        """子进程没了：是用完了 CPU 时间（超时），还是自己退出 / 崩了。"""
+        import signal
+        import subprocess
+
+        try:
+            code = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            code = self.proc.returncode
+        if code in (-getattr(signal, "SIGXCPU", 24), -signal.SIGKILL) and _cpu_limit():
+            return LearnerTimeout()
+        if code is not None and code < 0:
+            return LearnerGone(f"你的代码所在的进程被信号 {-code} 结束了")
+        return LearnerGone(f"你的代码所在的进程提前退出了（退出码 {code}）。是不是调用了 os._exit 或 sys.exit？")
+
+    def kill(self) -> None:
+        try:
+            self.proc.kill()
+        except OSError:
+            pass
+        self.proc.wait()
+
+
+def _close_children() -> None:
+    import shutil
+
+    for child in _CHILDREN:
+        if child.proc.poll() is None:
+            child.kill()
+        shutil.rmtree(child.work, ignore_errors=True)
+    _CHILDREN.clear()
 
 
 # ---------------------------------------------------------------------------
@@ -241,26 +531,31 @@ def _innermost_frame(exc: BaseException) -> traceback.FrameSummary | None:
 
 
 def _not_implemented_message(exc: BaseException, target: Path) -> str:
-    """NotImplementedError：找出是学习者文件里哪个函数还没写。"""
-    where = "某个函数 "
-    tb = exc.__traceback__
-    while tb is not None:
-        code = tb.tb_frame.f_code
-        if _same_file(code.co_filename, target):
-            where = getattr(code, "co_qualname", code.co_name)  # 3.11+ 有 co_qualname
-            where = f"{where}（第 {tb.tb_lineno} 行）"
-        tb = tb.tb_next
+    """NotImplementedError：找出是学习者文件里哪个函数还没写（子进程把位置一起交回来了）。"""
+    where = getattr(exc, "remote_where", "") or "某个函数 "
     extra = f"：{exc}" if str(exc) else ""
     return f"{where}还没写完，它还在 raise NotImplementedError{extra}"
+
+
+def _remote_detail(exc: BaseException) -> str:
+    return getattr(exc, "remote_traceback", "") or _traceback_tail(exc)
 
 
 def classify(exc: BaseException, target: Path, test_file: Path) -> dict[str, Any]:
     """把 run(mod) 里冒出来的异常翻译成结论。"""
     if isinstance(exc, CheckFailed):
         return {"verdict": FAILED, "message": str(exc)}
+    if getattr(exc, "remote_type", "") == "CheckFailed":  # prelude 在学习者的进程里发现的问题
+        return {"verdict": FAILED, "message": str(exc)}
+    if isinstance(exc, LearnerTimeout):
+        return {"verdict": TIMEOUT, "message": "你的代码用完了这道题的时间限制"}
+    if isinstance(exc, LearnerGone):
+        return {"verdict": CRASH, "message": str(exc)}
+    if isinstance(exc, isolation.ProtocolError):
+        return {"verdict": CRASH, "message": f"你的代码所在的进程发来了看不懂的消息（{exc}）"}
     if isinstance(exc, NotImplementedError):
         return {"verdict": FAILED, "message": _not_implemented_message(exc, target)}
-    if isinstance(exc, AssertionError):
+    if isinstance(exc, AssertionError) and not hasattr(exc, "remote_type"):
         frame = _innermost_frame(exc)
         if frame is not None and _same_file(frame.filename, test_file):
             # test.py 里直接写的 assert：消息为空时就显示那一行代码
@@ -270,47 +565,143 @@ def classify(exc: BaseException, target: Path, test_file: Path) -> dict[str, Any
         return {
             "verdict": CRASH,
             "message": f"你的代码调用了 sys.exit({exc.code!r})，评测没法继续",
-            "detail": _traceback_tail(exc),
+            "detail": _remote_detail(exc),
         }
+    name = getattr(exc, "remote_type", type(exc).__name__)
     return {
         "verdict": CRASH,
-        "message": f"{type(exc).__name__}: {exc}",
-        "detail": _traceback_tail(exc),
+        "message": f"{name}: {exc}",
+        "detail": _remote_detail(exc),
     }
 
 
-def evaluate(run: Callable[[Any], None], target: Path, test_file: Path) -> dict[str, Any]:
-    """导入 target 并运行 run(mod)，返回结论字典（不抛异常）。"""
-    try:
-        module = load_target(target)
-    except SyntaxError as e:
-        if _same_file(e.filename, target):
-            return {
-                "verdict": SYNTAX,
-                "message": e.msg,
-                "file": str(target),
-                "line": e.lineno,
-                "offset": e.offset,
-                "text": (e.text or "").rstrip("\n"),
-            }
-        result = classify(e, target, test_file)
-        result["message"] = "导入你的文件时出错：" + result["message"]
-        return result
-    except KeyboardInterrupt:
-        raise
-    except BaseException as e:  # noqa: BLE001 - 导入时的任何错误都是结论
-        result = classify(e, target, test_file)
-        if result["verdict"] == CRASH:
-            result["message"] = "导入你的文件时出错：" + result["message"]
-        return result
+# ---------------------------------------------------------------------------
+# 静态检查：评测前先看一眼源码。真正挡住作弊的是进程边界，这里只是把最常见的几种
+# “去读参考答案 / 去碰评测”的写法先拦下来，并说清楚为什么
+# ---------------------------------------------------------------------------
 
+_FORBIDDEN_WORDS = ("solution", "test.py", "judgekit", "isolation", "judge_")
+_FORBIDDEN_CALLS = {"open": "打开文件", "exec": "执行拼出来的代码", "eval": "执行拼出来的代码",
+                    "compile": "编译拼出来的代码", "__import__": "按名字导入模块", "breakpoint": "进调试器"}
+_FORBIDDEN_ATTRS = {"read_text": "读文件", "read_bytes": "读文件", "write_text": "写文件", "write_bytes": "写文件",
+                    "getppid": "找评测进程", "kill": "结束别的进程", "_getframe": "翻调用栈",
+                    "system": "运行外部命令", "popen": "运行外部命令", "execv": "运行外部命令", "fork": "开子进程"}
+_FORBIDDEN_MODULES = {"runpy": "运行别的文件", "importlib": "按名字导入模块", "subprocess": "运行外部命令",
+                      "ctypes": "直接改解释器的内存", "inspect": "翻调用栈", "gc": "翻出别的对象",
+                      "builtins": "改内置函数", "signal": "改信号处理", "resource": "改资源上限",
+                      "multiprocessing": "开子进程", "pickle": "反序列化", "shutil": "搬文件", "glob": "找文件"}
+
+
+def screen(source: str, filename: str) -> str | None:
+    """源码里有评测不接受的写法就返回一句中文说明（第几行、什么、为什么），否则 None。"""
+    import ast
+
+    tree = ast.parse(source, filename)
+
+    def reject(node: ast.AST, what: str, why: str) -> str:
+        return (f"评测拒绝了这份代码：第 {getattr(node, 'lineno', '?')} 行{what}（{why}）。\n"
+                "练习只看你写的函数本身：不读文件、不碰参考答案和评测程序，也不在运行时拼代码。")
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            low = node.value.lower()
+            for word in _FORBIDDEN_WORDS:
+                if word in low:
+                    return reject(node, f"的字符串提到了「{word}」", "参考答案和评测程序不是你的代码能碰的")
+        elif isinstance(node, (ast.Name, ast.Attribute)):
+            name = node.id if isinstance(node, ast.Name) else node.attr
+            if any(word.replace(".", "_") in name.lower() for word in _FORBIDDEN_WORDS):
+                return reject(node, f"用到了名字「{name}」", "参考答案和评测程序不是你的代码能碰的")
+            if isinstance(node, ast.Attribute) and name in _FORBIDDEN_ATTRS:
+                return reject(node, f"用到了 .{name}", _FORBIDDEN_ATTRS[name])
+            if isinstance(node, ast.Name) and name in _FORBIDDEN_CALLS:
+                return reject(node, f"用到了 {name}", _FORBIDDEN_CALLS[name])
+            if isinstance(node, ast.Attribute) and name == "open" and isinstance(node.value, ast.Name) \
+                    and node.value.id in ("os", "io", "pathlib", "codecs", "tokenize"):
+                return reject(node, f"用到了 {node.value.id}.open", "打开文件")
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            for full in names:
+                top = full.split(".")[0]
+                if top in _FORBIDDEN_MODULES:
+                    return reject(node, f"导入了 {full}", _FORBIDDEN_MODULES[top])
+                if any(word.replace(".", "_") in full.lower() for word in _FORBIDDEN_WORDS):
+                    return reject(node, f"导入了 {full}", "参考答案和评测程序不是你的代码能碰的")
+    return None
+
+
+def evaluate(run: Callable[[Any], None], target: Path, test_file: Path) -> dict[str, Any]:
+    """在子进程里导入 target，在这个进程里运行 run(mod)，返回结论字典（不抛异常）。"""
     try:
-        run(module)
-    except KeyboardInterrupt:
-        raise
-    except BaseException as e:  # noqa: BLE001
-        return classify(e, target, test_file)
-    return {"verdict": PASSED, "message": "全部检查通过"}
+        source = target.read_text(encoding="utf-8")
+        compile(source, str(target), "exec")  # 只编译不运行：语法错误在这里就能指出来
+    except SyntaxError as e:
+        return {
+            "verdict": SYNTAX,
+            "message": e.msg,
+            "file": str(target),
+            "line": e.lineno,
+            "offset": e.offset,
+            "text": (e.text or "").rstrip("\n"),
+        }
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        return {"verdict": CRASH, "message": f"读不了你的文件：{e}"}
+    refused = screen(source, str(target))
+    if refused:
+        return {"verdict": FAILED, "message": refused}
+    try:
+        try:
+            module = load_target(target)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as e:  # noqa: BLE001 - 导入时的任何错误都是结论
+            e = _child_failure(e)
+            result = classify(e, target, test_file)
+            if result["verdict"] == CRASH:
+                result["message"] = "导入你的文件时出错：" + result["message"]
+            return result
+        try:
+            run(module)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as e:  # noqa: BLE001
+            return classify(_child_failure(e), target, test_file)
+        return {"verdict": PASSED, "message": "全部检查通过"}
+    finally:
+        _close_children()
+
+
+def _child_failure(e: BaseException) -> BaseException:
+    """子进程断开 / 等太久：换成“超时”或“进程没了”。"""
+    if isinstance(e, (isolation.ChannelClosed, BrokenPipeError)) and _CHILDREN:
+        gone = [c for c in _CHILDREN if c.proc.poll() is not None]  # 有几个子进程时（more_processes）：没了的那个
+        return (gone or _CHILDREN[-1:])[0].why_gone()
+    if isinstance(e, isolation.WallTimeout):
+        for child in _CHILDREN:
+            child.kill()
+        return LearnerTimeout()
+    return e
+
+
+# ---------------------------------------------------------------------------
+# 随机种子：每次评测由评测器抽一个（子进程看不到），没通过时告诉学习者怎么复现
+# ---------------------------------------------------------------------------
+
+_SEED: int | None = None
+
+
+def seed() -> int:
+    """这次评测的随机种子：环境变量 JUDGE_SEED（judge.py 每次抽一个新的，复现时自己设），否则现抽一个。"""
+    global _SEED
+    if _SEED is None:
+        text = os.environ.get("JUDGE_SEED", "")
+        _SEED = int(text) if text.strip().isdigit() else random.SystemRandom().randrange(1, 10**9)
+    return _SEED
+
+
+def rng(salt: int = 0) -> random.Random:
+    """由这次评测的种子派生的随机数发生器；salt 区分同一道题里的几路随机。"""
+    return random.Random(seed() * 1_000_003 + salt)
 
 
 # ---------------------------------------------------------------------------
@@ -328,14 +719,35 @@ def _print_human(result: dict[str, Any]) -> None:
         print(f"语法错误：{result['file']} 第 {result['line']} 行：{result['message']}")
         if result.get("text"):
             print("    " + result["text"])
+    elif verdict == TIMEOUT:
+        print("超时：" + result["message"])
     else:
         print("运行时崩溃：" + result["message"])
         if result.get("detail"):
             print(result["detail"])
 
 
-def main(run: Callable[[Any], None]) -> None:
-    """test.py 的 `if __name__ == "__main__":` 里调用它。"""
+def _not_dumpable() -> None:
+    """Linux：别的同用户进程（比如学习者代码所在的子进程）读不了这个进程的内存和环境变量。"""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
+
+
+def main(run: Callable[[Any], None], prelude: str = "") -> None:
+    """test.py 的 `if __name__ == "__main__":` 里调用它。
+
+    prelude：在学习者的进程里、导入学习者的代码之前执行的一段源码（抛出名叫 CheckFailed 的异常
+    就算“未通过”）。它和学习者的代码在同一个进程里，只适合“别用现成的某某”这类提示性的检查。
+    要多个线程或 asyncio 同时驱动学习者对象的题：每个线程一个子进程（more_processes），
+    或者把场景交给学习者进程里的驱动（stage），评测进程只看它交回来的观察。"""
+    global IN_PROCESS, PRELUDE
+    PRELUDE = prelude
+    if sys.platform == "emscripten":
+        # 浏览器里（Pyodide）起不了子进程：学习者的代码和 test.py 同在一个解释器里；
+        # 网页每次评测都换一个新的 worker，上一次改掉的东西（比如打过补丁的标准库模块）带不到下一次
+        IN_PROCESS = "浏览器里没有子进程"
     test_file = Path(sys.modules["__main__"].__file__ or sys.argv[0]).resolve()
     target_arg = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("JUDGE_TARGET")
     if not target_arg:
@@ -346,15 +758,25 @@ def main(run: Callable[[Any], None]) -> None:
         print(f"找不到要评测的文件：{target}")
         sys.exit(2)
 
+    result_path = os.environ.get("JUDGE_RESULT")
+    nonce = ""
+    if os.environ.get("JUDGE_NONCE") == "stdin":
+        # 评测器从标准输入交给我们一个一次性的口令，结论里带上它：别的进程伪造的结论文件没有口令
+        nonce = sys.stdin.readline().strip()
+    _not_dumpable()
+    seed()
     started = os.environ.get("JUDGE_STARTED")
     if started:
         # 告诉评测器：test.py 的准备（import torch 之类）做完了，从这里开始算学习者代码的时间
         Path(started).touch()
     result = evaluate(run, target, test_file)
+    if result["verdict"] == FAILED and not result["message"].startswith("评测拒绝了这份代码"):
+        result["message"] += f"\n  （这次的随机种子：JUDGE_SEED={seed()}，设置这个环境变量再评测就能复现同样的输入）"
+    result["seed"] = seed()
 
-    result_path = os.environ.get("JUDGE_RESULT")
     if result_path:
         # 由 judge.py 调用：结论写成 JSON，先写临时文件再改名，避免写一半
+        result["nonce"] = nonce
         tmp = result_path + ".tmp"
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(result, f, ensure_ascii=False)

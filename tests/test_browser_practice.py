@@ -57,6 +57,7 @@ def test_page_embeds_the_real_judge_files(ex):
     job = practice.browser_job(ex)
     assert job["starter"] == ex.file("starter.py").read_text(encoding="utf-8")
     assert job["files"] == {"judgekit.py": (REPO / "practice" / "judgekit.py").read_text(encoding="utf-8"),
+                            "isolation.py": (REPO / "practice" / "isolation.py").read_text(encoding="utf-8"),
                             f"{ex.name}/test.py": ex.file("test.py").read_text(encoding="utf-8")}
     assert job["harness"] == Path(browser_judge.__file__).read_text(encoding="utf-8")  # 一个真文件，原样嵌入
     page = practice.exercise_page(ex, browser=True)
@@ -85,9 +86,10 @@ def test_pages_without_pyodide_or_without_stdlib():
         assert "只能在本地评测" not in practice.exercise_page(ex, browser=True)
 
 
-def harness_verdict(ex, code: str, tmp_path: Path) -> dict:
+def harness_verdict(ex, code: str, tmp_path: Path, seed: int) -> dict:
     """在子进程的 CPython 里运行 minibook/browser_judge.py（浏览器里 worker 跑的就是它），评测 code。"""
     job = practice.browser_job(ex)
+    job["seed"] = seed
     job["root"] = str(tmp_path / "practice")
     job["files"] = {**job["files"], job["target"]: code}
     tmp_path.mkdir(parents=True, exist_ok=True)
@@ -110,7 +112,7 @@ def test_harness_gives_the_same_verdict_as_judge(ex, tmp_path):
         local_file = tmp_path / f"{name}.py"
         local_file.write_text(code, encoding="utf-8")
         local = judging.run_test(ex, local_file)
-        browser = harness_verdict(ex, code, tmp_path / name)
+        browser = harness_verdict(ex, code, tmp_path / name, local.seed)  # 同一个随机种子
         assert browser["verdict"] == local.kind, (name, browser, local)
         if name == "crash":  # 导入时出错：消息一样，traceback 里的路径不同
             assert browser["message"] == local.message and "ZeroDivisionError" in browser["detail"]
@@ -225,7 +227,7 @@ def test_judge_in_the_browser(page, site_url, tmp_path):
     local = judging.run_test(SAMPLE, SAMPLE.file("starter.py"))
     kind, text, first = run_and_wait(page)
     assert kind == "failure" and "未通过" in text, text
-    assert local.message in text
+    assert local.message.split("\n  （这次的随机种子")[0] in text  # 种子是网页自己抽的
 
     # 参考答案：通过
     editor.fill(solution)

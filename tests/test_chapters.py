@@ -191,6 +191,14 @@ def test_markdown_only_sync_keeps_outputs_and_refuses_code_changes(tmp_path):
     assert notebook.out_of_sync(copy) is None
 
     code = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code" and i > md)
+    nb.cells[code].metadata["tags"] = ["fold"]  # 标签只管页面的排法：照抄，输出不动
+    jupytext.write(nb, py, fmt="py:percent")
+    assert notebook.sync_markdown(copy) == 1
+    after = nbformat.read(ipynb, as_version=4)
+    assert after.cells[code].metadata["tags"] == ["fold"]
+    assert [c.get("outputs") for c in after.cells] == [c.get("outputs") for c in before.cells]
+    assert notebook.sync_markdown(copy) == 0
+
     nb.cells[code].source += "\nprint(1)"
     jupytext.write(nb, py, fmt="py:percent")
     with pytest.raises(cli.UserError, match="代码单元变了"):

@@ -196,6 +196,39 @@ def write_manifest(root: Path) -> None:
     shutil.copy(REPO / "chapters" / "manifest.toml", root / "chapters" / "manifest.toml")
 
 
+def test_a_fold_cell_goes_into_the_box_the_markdown_opened():
+    nb = new_notebook(cells=[
+        new_markdown_cell('# 页\n\n??? note "深入：细节"\n\n    先说一句'),
+        new_code_cell("print('里面')", metadata={"tags": ["fold"]},
+                      outputs=[new_output("stream", name="stdout", text="里面\n")]),
+        new_markdown_cell("回到主线"),
+    ])
+    md = site.render(nb, "p").markdown
+    box = md[md.index("??? note"):md.index("回到主线")]
+    assert "    ```python\n    print('里面')\n    ```" in box
+    assert '    <div class="nb-output' in box and "    里面" in box
+    assert site.main_line_chars(md[md.index("# 页"):]) == len("页深入细节回到主线")  # 框里的都不算
+
+
+def test_main_line_counts_everything_but_folded_boxes():
+    md = ("# 标题\n\n正文四个\n\n```python\nx = 1  # 注释\n```\n\n"
+          '??? note "折叠"\n\n    折叠里的字不算\n\n    还是不算\n\n之后\n\n!!! warning "提示"\n    提示框算\n')
+    # 标题 2 + 正文四个 4 + 注释 2 + 折叠（标题行）2 + 之后 2 + 提示 2 + 提示框算 4
+    assert site.main_line_chars(md) == 18
+
+
+# WRITING.md：主线在种子章的长度上下，深入的内容放进折叠块。评审点名的几章，主线不超过 5000 个汉字。
+MAIN_LINE_LIMIT = {"ch09_radix_cache": 5000, "ch11_overlap": 5000, "ch15_server": 5000}
+
+
+@pytest.mark.parametrize("name", sorted(MAIN_LINE_LIMIT))
+def test_main_line_stays_within_its_length(name):
+    (chapter,) = [c for c in load_manifest() if c.name == name]
+    nb = nbformat.read(site.notebook_path(REPO, chapter), as_version=4)
+    chars = site.main_line_chars(site.render(nb, name, chapter).markdown)
+    assert chars <= MAIN_LINE_LIMIT[name], f"{name} 的主线有 {chars} 个汉字，上限 {MAIN_LINE_LIMIT[name]}：把细节收进折叠块"
+
+
 def test_build_pages_writes_executed_removes_stale_skips_the_rest(tmp_path):
     write_manifest(tmp_path)
     nbformat.write(fake_chapter(), tmp_path / "chapters" / "ch00_tiny_engine.ipynb")
@@ -294,6 +327,27 @@ def test_real_repo_builds_strict(real_site):
         assert "待写" in home
     for stage in dict.fromkeys(ch.stage for ch in chapters):
         assert stage in home
+
+
+def test_a_stage_acceptance_page_comes_after_its_chapters(real_site):
+    """读完一章点"下一页"，到的是下一章，不是引用了后面各章结果的验收页。"""
+    chapters = load_manifest(REPO / "chapters" / "manifest.toml")
+    available = [ch for ch in site.available_chapters(REPO, chapters)]
+    checked = 0
+    for stage_dir in sorted((REPO / "docs" / "stages").iterdir()):
+        text = (stage_dir / "index.md").read_text(encoding="utf-8")
+        if "<!-- minibook:stage-stats -->" not in text:
+            continue
+        stage = re.search(r"^stage: (.+)$", text, re.M).group(1).strip()
+        members = [ch for ch in available if ch.stage == stage]
+        html = (real_site / "stages" / stage_dir.name / "index.html").read_text(encoding="utf-8")
+        prev = re.search(r'<a href="([^"]+)" class="md-footer__link md-footer__link--prev"', html)
+        assert prev and f"chapters/{members[-1].name}/" in prev.group(1), (stage, prev)
+        first = (real_site / "chapters" / members[0].name / "index.html").read_text(encoding="utf-8")
+        before = re.search(r'<a href="([^"]+)" class="md-footer__link md-footer__link--prev"', first)
+        assert before and f"stages/{stage_dir.name}/" not in before.group(1), (stage, before)
+        checked += 1
+    assert checked >= 3
 
 
 def test_nav_is_not_typed_by_hand():

@@ -457,3 +457,69 @@ def test_run_forwards_sigterm_to_the_command(book):
     code, cleaned = _run_in_tiny_book(book, signal.SIGTERM, whole_group=False)
     assert cleaned.exists() and cleaned.read_text() == "SIGTERM"
     assert code == 3
+
+
+# ---------------------------------------------------------------- carry：改动带进后面的副本
+
+
+def _git(cwd: Path, *args: str) -> None:
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=cwd, check=True,
+                   capture_output=True)
+
+
+@pytest.fixture
+def carry_book(book):
+    """一本提交进 git 的小书，第 2 章的 core.py 在第 1 章那份的基础上多了一行。"""
+    tmp, chapters = book
+    core1 = tmp / "snapshots/ch01_one/minisgl/core.py"
+    write(core1, "def a():\n    return 1\n\n\ndef b():\n    return 2\n")
+    write(tmp / "snapshots/ch02_two/minisgl/core.py",
+          "def a():\n    return 1\n\n\ndef b():\n    return 2\n\n\ndef c():  # 第 2 章新加\n    return 3\n")
+    _git(tmp, "init", "-q")
+    _git(tmp, "add", "-A")
+    _git(tmp, "commit", "-q", "-m", "book")
+    return tmp, chapters, core1
+
+
+def test_carry_merges_an_edit_into_later_copies_and_keeps_their_changes(carry_book):
+    from minibook import carry as K
+
+    tmp, chapters, core1 = carry_book
+    core1.write_text("def a():\n    return 10  # 修好了\n\n\ndef b():\n    return 2\n")
+    carried = K.carry(1, chapters=chapters)
+    core2 = tmp / "snapshots/ch02_two/minisgl/core.py"
+    assert [c.target for c in carried] == [core2]
+    text = core2.read_text()
+    assert "return 10  # 修好了" in text and "def c():  # 第 2 章新加" in text
+    assert "return 1\n" not in text
+    assert K.plan(1, chapters=chapters) == []  # 再来一次：已经带进去了，什么也不写
+
+
+def test_carry_stops_on_a_conflict_and_writes_nothing(carry_book):
+    from minibook import carry as K
+
+    tmp, chapters, core1 = carry_book
+    core2 = tmp / "snapshots/ch02_two/minisgl/core.py"
+    core2.write_text(core2.read_text().replace("return 2", "return 20  # 第 2 章改了这一行"))
+    core1.write_text(core1.read_text().replace("return 2", "return 200"))
+    before = core2.read_bytes()
+    with pytest.raises(C.ChapterError, match="1 处冲突.*一个文件也没有写"):
+        K.carry(1, chapters=chapters)
+    assert core2.read_bytes() == before
+
+
+def test_carry_since_uses_an_older_commit_as_the_base(carry_book):
+    from minibook import carry as K
+
+    tmp, chapters, core1 = carry_book
+    core1.write_text(core1.read_text().replace("return 1", "return 11"))
+    _git(tmp, "commit", "-q", "-am", "fix ch01 only")
+    assert K.plan(1, chapters=chapters) == []  # 相对 HEAD 没有改动
+    carried = K.carry(1, rev="HEAD~1", chapters=chapters)
+    assert len(carried) == 1 and "return 11" in carried[0].target.read_text()
+
+
+def test_carry_cli_on_the_real_book_reports_nothing_to_do():
+    out = subprocess.run([*STEPS, "carry", "0", "--dry-run"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "第 0 章" in out.stdout

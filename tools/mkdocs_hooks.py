@@ -1,7 +1,8 @@
 """mkdocs 的 hook（mkdocs.yml 里 `hooks:` 引用它）：让 `mkdocs build` 一条命令生成整站。
 
-- on_config：从 chapters/manifest.toml 生成导航——首页，然后每个阶段一节（阶段页作为这一节的
-  索引页），节里是这个阶段已经有页面的章节。mkdocs.yml 里不写 nav。
+- on_config：从 chapters/manifest.toml 生成导航——首页，然后每个阶段一节，节里是这个阶段已经有
+  页面的章节；阶段页是验收页（用了 stage-stats）时排在这些章之后，否则作为这一节的索引页排在前面。
+  mkdocs.yml 里不写 nav。
   阶段页是 docs/stages/*/index.md 里 front matter 写了 `stage: 阶段名` 的页面；清单里的阶段
   没有阶段页时，这里临时生成一个只有章节表的页面。
 - 练习：docs/practice/ 下的页面由 practice/ 的清单和题面生成（minibook.practice），导航末尾一节。
@@ -76,6 +77,11 @@ def _stage_pages(docs_dir: Path) -> dict[str, str]:
     return pages
 
 
+def _is_milestone(path: Path) -> bool:
+    """阶段页是不是验收页（里程碑页）：用了这一阶段各章的统计。"""
+    return path.is_file() and STATS_MARKER in path.read_text(encoding="utf-8")
+
+
 def nav_title(ch: Chapter) -> str:
     return f"第 {ch.number} 章 {ch.title}"
 
@@ -120,8 +126,12 @@ def on_config(config):
             index = f"{STAGES_DIR}/stage-{i}/index.md"
             generated[index] = f"---\nstage: {stage}\n---\n\n# {stage}\n\n{STAGE_MARKER}\n"
             stage_pages[stage] = index
-        nav.append({stage: [index] + [{nav_title(ch): book.page_uri(ch)}
-                                       for ch in members if ch.number in available]})
+        pages = [{nav_title(ch): book.page_uri(ch)} for ch in members if ch.number in available]
+        if pages and _is_milestone(Path(config.docs_dir) / index):
+            # 验收页引用这一阶段每章的结果：排在这些章之后，读完第 6 章的"下一页"是第 7 章
+            nav.append({stage: pages + [{f"验收：{stage}": index}]})
+        else:
+            nav.append({stage: [index] + pages})
     nav.append({"术语表": GLOSSARY})
     runtime = _practice_section(config, nav, generated)
     config.nav = nav

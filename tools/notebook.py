@@ -68,7 +68,7 @@ def execute(ch: C.Chapter) -> float:
 
 
 def sync_markdown(ch: C.Chapter) -> int:
-    """只把 .py 里改过的文字单元抄进 .ipynb，不重新执行；返回改了几个单元。
+    """只把 .py 里改过的文字单元（和单元的标签）抄进 .ipynb，不重新执行；返回改了几个单元。
 
     只有代码单元一字不差、单元的顺序和类型都没变时才这样做：输出只来自代码单元，代码没变，输出就还是真的。
     """
@@ -78,11 +78,17 @@ def sync_markdown(ch: C.Chapter) -> int:
         raise cli.UserError(f"{ch.notebook.name} 增删或挪动了单元：要重新执行（python tools/notebook.py {ch.number}）")
     changed = 0
     for new, old in zip(source.cells, executed.cells):
-        if new.source.strip() == old.source.strip():
-            continue
-        if new.cell_type != "markdown":
+        same_text = new.source.strip() == old.source.strip()
+        if not same_text and new.cell_type != "markdown":
             raise cli.UserError(f"{ch.notebook.name} 的代码单元变了：要重新执行（python tools/notebook.py {ch.number}）")
+        tags = new.metadata.get("tags", [])
+        same_tags = tags == old.metadata.get("tags", [])
+        if same_text and same_tags:
+            continue
         old.source = new.source
+        old.metadata.pop("tags", None)  # 标签只管页面怎么排（折叠、隐藏输入），不影响输出
+        if tags:
+            old.metadata["tags"] = tags
         changed += 1
     nbformat.write(executed, ch.ipynb)
     return changed

@@ -16,6 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # 不安装也能用：minibook 就在 tools/ 里
 
+from minibook import carry as K  # noqa: E402
 from minibook import chapters as C  # noqa: E402
 from minibook import cli  # noqa: E402
 
@@ -40,6 +41,7 @@ def _examples() -> str:
             (f"tree {n}", f"第 {n} 章的文件树（标出新建 / 修改 / 提前引入）"),
             (f"diff {n}", f"第 {n} 章相对上一章改了什么"),
             (f"run {n} -- python {main}", f"在第 {n} 章的树里运行命令（按你改过的样子；树不存在就先搭）"),
+            (f"carry {first}", f"改了第 {first} 章快照里的文件之后：把改动带进后面各章自己的副本"),
             ("check", "逐章搭树、跑 main、跑测试，最后给出报告"),
             (f"check {first} {max(first, n - 1)}-{n}", "只检查这几章")]
     width = max(cli.display_width(cmd) for cmd, _ in rows) + len(PROG) + 3
@@ -101,6 +103,20 @@ def cmd_tree(args: argparse.Namespace) -> int:
 
 def cmd_diff(args: argparse.Namespace) -> int:
     print(C.diff_text(C.get_chapter(args.chapter).number), end="")
+    return 0
+
+
+def cmd_carry(args: argparse.Namespace) -> int:
+    ch = C.get_chapter(args.chapter)
+    carried = (K.plan if args.dry_run else K.carry)(ch.number, rev=args.since)
+    if not carried:
+        print(f"第 {ch.number} 章快照里相对 {args.since} 的改动，后面各章的副本里没有要带进去的")
+        return 0
+    verb = "会合并进" if args.dry_run else "已合并进"
+    for item in carried:
+        print(f"{os.path.relpath(item.source, C.REPO)} 的改动{verb} {os.path.relpath(item.target, C.REPO)}")
+    if not args.dry_run:
+        print(f"看看每一章现在改了什么：{PROG} diff N")
     return 0
 
 
@@ -418,6 +434,12 @@ def main(argv: list[str] | None = None) -> int:
         p = sub.add_parser(name, help=text)
         p.add_argument("chapter", metavar="N", help="章号")
         p.set_defaults(func=func)
+    p = sub.add_parser("carry", help="把第 N 章快照里的改动带进后面各章的副本（三方合并，冲突就停下）")
+    p.add_argument("chapter", metavar="N", help="章号")
+    p.add_argument("--since", metavar="REV", default="HEAD",
+                   help="三方合并的基准：第 N 章那份文件在 git 的哪个版本里（默认 HEAD，即还没提交的改动）")
+    p.add_argument("--dry-run", action="store_true", help="只列出会改哪些副本，不写")
+    p.set_defaults(func=cmd_carry)
     p = sub.add_parser("run", help="在第 N 章的树里运行命令（按你改过的样子；树不存在就先搭）")
     p.add_argument("chapter", metavar="N", help="章号")
     p.add_argument("command", metavar="-- CMD", nargs=argparse.REMAINDER, help="要运行的命令，写在 -- 后面")

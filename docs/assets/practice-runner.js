@@ -35,8 +35,10 @@
     const limit = Number(new URLSearchParams(location.search).get("timeout")) || Number(root.dataset.timeout);
     const storageKey = "minisgl-book:practice:" + data.exercise;
 
-    let worker = null; // 同一个 worker 连着评测多次（省下重新加载 Pyodide 的几秒）；超时后才换新的
-    let warm = false; // 这个 worker 是否已经评测过一次（决定状态栏怎么说）
+    // 每次评测用一个新的 worker（新的 Python 解释器）：学习者的代码改掉的东西（比如给标准库模块
+    // 打的补丁）带不到下一次评测。评测完就在后台把下一个 worker 热起来，省下下次加载 Pyodide 的等待
+    let worker = null;
+    let warm = false; // 是否已经成功评测过一次（决定状态栏怎么说：之后 Pyodide 的文件已在浏览器缓存里）
 
     editor.value = loadCode() ?? data.starter;
     editor.addEventListener("input", () => saveCode(editor.value));
@@ -92,7 +94,6 @@
     function ensureWorker() {
       if (worker === null) {
         worker = new Worker(WORKER_URL);
-        warm = false;
       }
       return worker;
     }
@@ -122,6 +123,8 @@
           if (output.length > OUTPUT_LINES) output.shift();
         } else if (message.type === "verdict") {
           warm = true;
+          discardWorker(); // 用过的解释器不再用
+          ensureWorker();
           finish(message.verdict);
         } else if (message.type === "error") {
           discardWorker();
@@ -158,6 +161,8 @@
       // 文件按仓库里的样子摆：学习者的代码就是 workspace/NNN_slug.py，和本地 judge.py start 一样
       const { starter, ...job } = data;
       job.files = { ...data.files, [data.target]: code };
+      // 随机种子每次现抽（和本地 judge.py 一样），判词里会写出它
+      job.seed = 1 + (crypto.getRandomValues(new Uint32Array(1))[0] % 1000000000);
       current.postMessage(job);
     }
 

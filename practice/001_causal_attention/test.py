@@ -13,9 +13,9 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # 找到 practice/judgekit.py
-from judgekit import CheckFailed, check, check_close, check_tensor, main, require
+from judgekit import CheckFailed, check, check_close, check_tensor, main, require, seed
 
-SEED = 20250107
+SEED = seed()  # 每次评测由评测器抽一个，学习者的进程看不到；没通过时判词里有 JUDGE_SEED=… 可以复现
 
 
 # ---------------------------------------------------------------------------

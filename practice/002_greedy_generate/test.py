@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # 找到 practice/judgekit.py
-from judgekit import check, check_equal, check_int_list, check_type, main, require
+from judgekit import check, check_equal, check_int_list, check_type, main, require, seed
 
-SEED = 1000003
+SEED = seed()  # 每次评测由评测器抽一个，学习者的进程看不到；没通过时判词里有 JUDGE_SEED=… 可以复现
 MAX_CALLS = 1000  # 假模型被调用这么多次还没停，多半是循环停不下来
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # 找到 practice/judgekit.py
 from judgekit import (
+    seed,
     check,
     check_equal,
     check_int_list,
@@ -20,7 +21,7 @@ from judgekit import (
     require,
 )
 
-SEED = 20240601
+SEED = seed()  # 每次评测由评测器抽一个，学习者的进程看不到；没通过时判词里有 JUDGE_SEED=… 可以复现
 
 
 # ---------------------------------------------------------------------------

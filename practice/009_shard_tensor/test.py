@@ -14,9 +14,9 @@ import torch
 torch.set_num_threads(1)  # 张量都很小：单线程更快，也不和别的进程抢 CPU 核
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # 找到 practice/judgekit.py
-from judgekit import CheckFailed, check, check_raises, check_tensor, main, require
+from judgekit import CheckFailed, check, check_raises, check_tensor, main, require, seed
 
-SEED = 20250209
+SEED = seed()  # 每次评测由评测器抽一个，学习者的进程看不到；没通过时判词里有 JUDGE_SEED=… 可以复现
 
 
 # ---------------------------------------------------------------------------

@@ -12,9 +12,9 @@ import weakref
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # 找到 practice/judgekit.py
-from judgekit import CheckFailed, check, check_type, main, require, short
+from judgekit import CheckFailed, check, check_type, main, require, short, seed
 
-SEED = 20250210
+SEED = seed()  # 每次评测由评测器抽一个，学习者的进程看不到；没通过时判词里有 JUDGE_SEED=… 可以复现
 RETAIN_LIMIT = 6  # 允许你的代码里几个临时变量还攥着已经交出去的值；一直不删的缓冲会远远超过它
 
 MERGED = {

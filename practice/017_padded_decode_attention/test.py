@@ -14,12 +14,12 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from torch.overrides import TorchFunctionMode
 
 sys.path.insert(
     0, str(Path(__file__).resolve().parent.parent)
 )  # 找到 practice/judgekit.py
 from judgekit import (
+    seed,
     CheckFailed,
     check,
     check_close,
@@ -27,9 +27,10 @@ from judgekit import (
     check_tensor,
     main,
     require,
+    torch_calls,
 )
 
-SEED = 1717
+SEED = seed()  # 每次评测由评测器抽一个，学习者的进程看不到；没通过时判词里有 JUDGE_SEED=… 可以复现
 GARBAGE = 300.0  # 补齐位置、没用到的槽位里的数有这么大：没挡住一定看得出来
 
 
@@ -80,53 +81,12 @@ def ref_decode(q, k_buf, v_buf, page_table, table_idx, seq_lens, **kwargs):
 # ---------------------------------------------------------------------------
 
 
-class CountSdpa:
-    """在 with 块里把 F.scaled_dot_product_attention 换成一个会计数的包装。"""
-
-    def __init__(self, mod) -> None:
-        self.mod, self.calls = mod, 0
-
-    def __enter__(self):
-        self.original = F.scaled_dot_product_attention
-
-        def counted(*args, **kwargs):
-            self.calls += 1
-            return self.original(*args, **kwargs)
-
-        F.scaled_dot_product_attention = counted
-        # 学习者也许写了 from torch.nn.functional import scaled_dot_product_attention
-        self.patched = [n for n, obj in vars(self.mod).items() if obj is self.original]
-        for name in self.patched:
-            setattr(self.mod, name, counted)
-        return self
-
-    def __exit__(self, *exc):
-        F.scaled_dot_product_attention = self.original
-        for name in self.patched:
-            setattr(self.mod, name, self.original)
-        return False
-
-
-class CountTorch(TorchFunctionMode):
-    """在 with 块里记下每一次 torch 运算（函数和张量方法）的名字。"""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.names: list[str] = []
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        self.names.append(getattr(func, "__name__", str(func)))
-        return func(*args, **(kwargs or {}))
-
-
 TO_PYTHON = {"tolist", "item", "numpy", "__float__", "__int__", "__array__"}
 
 
 def torch_ops(mod, seq_lens, hq, hkv, d, gen) -> list[str]:
     q, k, v, valid = random_padded(gen, seq_lens, hq, hkv, d, torch.float32)
-    with CountTorch() as counter:
-        mod.padded_attention(q, k, v, valid)
-    return counter.names
+    return torch_calls(mod.padded_attention, q, k, v, valid)[1]
 
 
 def check_whole_batch(mod, gen) -> None:
@@ -169,10 +129,13 @@ def check_uses_padded(mod, pool: "Pool") -> None:
     )
 
 
-def check_one_call(counter: CountSdpa, what: str, B: int) -> None:
+SDPA = "scaled_dot_product_attention"
+
+
+def check_one_call(calls: int, what: str, B: int) -> None:
     check(
-        counter.calls <= 1,
-        f"{what} 调用了 {counter.calls} 次 scaled_dot_product_attention（这一批有 {B} 个请求）："
+        calls <= 1,
+        f"{what} 调用了 {calls} 次 scaled_dot_product_attention（这一批有 {B} 个请求）："
         "要把整批补齐以后一次算完，不要按请求循环",
     )
 
@@ -230,8 +193,7 @@ def check_padded(mod, gen, seq_lens, hq, hkv, d, dtype) -> None:
     for attempt in range(2):  # 两批不同的“垃圾”：结果都必须一样
         kg, vg = fill_padding(gen, k, valid), fill_padding(gen, v, valid)
         inputs = [t.clone() for t in (q, kg, vg, valid)]
-        with CountSdpa(mod) as counter:
-            got = mod.padded_attention(q, kg, vg, valid)
+        got, names = torch_calls(mod.padded_attention, q, kg, vg, valid)
         try:
             check_tensor(got, what, shape=(len(seq_lens), hq, d), dtype=dtype)
         except CheckFailed as e:
@@ -241,7 +203,7 @@ def check_padded(mod, gen, seq_lens, hq, hkv, d, dtype) -> None:
                 torch.equal(t, orig),
                 f"padded_attention 改动了传进来的 {name}，它应该只读\n  输入：{context}",
             )
-        check_one_call(counter, "padded_attention", len(seq_lens))
+        check_one_call(names.count(SDPA), "padded_attention", len(seq_lens))
         try:
             check_close(got, want, what, atol=1e-5, rtol=1e-4)
         except CheckFailed as e:
@@ -361,8 +323,7 @@ def check_gather(mod, pool: Pool) -> None:
 def check_decode(mod, pool: Pool) -> None:
     context = pool.describe()
     inputs = [t.clone() for t in pool.args()[:4]]
-    with CountSdpa(mod) as counter:
-        got = mod.decode_attention(*pool.args())
+    got, names = torch_calls(mod.decode_attention, *pool.args())
     what = "decode_attention(...) 的返回值"
     try:
         check_tensor(
@@ -377,7 +338,7 @@ def check_decode(mod, pool: Pool) -> None:
             torch.equal(t, orig),
             f"decode_attention 改动了传进来的 {name}，它应该只读\n  输入：{context}",
         )
-    check_one_call(counter, "decode_attention", len(pool.seq_lens))
+    check_one_call(names.count(SDPA), "decode_attention", len(pool.seq_lens))
     want = ref_decode(*pool.args())
     try:
         check_close(got, want, what, atol=1e-5, rtol=1e-4)

@@ -12,9 +12,9 @@ from pathlib import Path
 sys.path.insert(
     0, str(Path(__file__).resolve().parent.parent)
 )  # 找到 practice/judgekit.py
-from judgekit import check, check_equal, check_int_list, check_raises, check_type, main, require, short
+from judgekit import check, check_equal, check_int_list, check_raises, check_type, main, require, short, probe_bad_arguments, seed
 
-SEED = 2021
+SEED = seed()  # 每次评测由评测器抽一个，学习者的进程看不到；没通过时判词里有 JUDGE_SEED=… 可以复现
 
 # ---------------------------------------------------------------------------
 # 参考实现：inflight 逐个位置数“这个位置开了一页新页”；admit 找满足全部条件的最长前缀
@@ -117,10 +117,15 @@ def check_examples(mod) -> None:
                 "admit([])（队列是空的）")
 
 
-def check_bad_arguments(mod) -> None:
-    check_raises(ValueError, mod.inflight_pages, [(1, 3)], 0, what="inflight_pages([(1, 3)], 0)（page_size 是 0）")
-    check_raises(ValueError, mod.admit, [(1, 3)], free_rows=1, free_pages=4, inflight=0, page_size=0,
-                 token_budget=8, what="admit(..., page_size=0)")
+def check_bad_arguments(mod, rng: random.Random) -> None:
+    bad_page_sizes = [0, -1, -rng.randint(2, 64)]
+    probe_bad_arguments(mod.inflight_pages, dict(running=[(1, 3)], page_size=rng.choice([1, 2, 4])),
+                        dict(page_size=bad_page_sizes), rng, name="inflight_pages")
+    good = dict(queue=[(rng.randint(1, 8), rng.randint(1, 8))], free_rows=rng.randint(1, 4),
+                free_pages=rng.randint(4, 40), inflight=0, page_size=rng.choice([1, 2, 4]),
+                token_budget=rng.choice([8, 64]))
+    probe_bad_arguments(lambda queue, **kw: mod.admit(queue, **kw), good, dict(page_size=bad_page_sizes), rng,
+                        name="admit")
 
 
 def random_case(rng: random.Random):
@@ -135,6 +140,11 @@ def random_case(rng: random.Random):
     free_pages = inflight + rng.randint(0, 60 // page_size + 4)
     kw = dict(free_rows=rng.randint(0, 6), free_pages=free_pages, inflight=inflight,
               page_size=page_size, token_budget=rng.choice([1, 8, 16, 32, 64, 8192]))
+    if rng.random() < 0.3:  # 正好放得下：预算正好等于前几个请求的提示长度之和，页正好够
+        k = rng.randint(1, len(queue))
+        kw["token_budget"] = sum(p for p, _ in queue[:k])
+        kw["free_pages"] = inflight + sum(worst_pages(p, m, page_size) for p, m in queue[:k])
+        kw["free_rows"] = max(kw["free_rows"], k)
     return running, queue, kw
 
 
@@ -147,7 +157,7 @@ def run(mod: object) -> None:
         running, queue, kw = random_case(rng)
         check_inflight(mod.inflight_pages, running, kw["page_size"])
         check_admit(mod.admit, queue, **kw)
-    check_bad_arguments(mod)
+    check_bad_arguments(mod, random.Random(SEED + 1))
 
 
 if __name__ == "__main__":

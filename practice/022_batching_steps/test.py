@@ -13,9 +13,9 @@ from pathlib import Path
 sys.path.insert(
     0, str(Path(__file__).resolve().parent.parent)
 )  # 找到 practice/judgekit.py
-from judgekit import check, check_equal, check_raises, check_type, main, require, short
+from judgekit import check, check_equal, check_raises, check_type, main, require, short, seed, bad_int, probe_bad_arguments, with_bad_item
 
-SEED = 2022
+SEED = seed()  # 每次评测由评测器抽一个，学习者的进程看不到；没通过时判词里有 JUDGE_SEED=… 可以复现
 
 # ---------------------------------------------------------------------------
 # 参考实现：队列是 deque，在跑的请求记“还剩几个 token”，每步减一，减到 0 就离开
@@ -126,6 +126,24 @@ def check_bad_arguments(simulate) -> None:
     ]
     for args, why in cases:
         check_raises(ValueError, simulate, *args, what=f"simulate{short(args)}（{why}）")
+    # 坏的那一个在随机的位置、是随机的坏值：只查第一个 / 最后一个请求、只认 0 的代码过不去
+    rng = random.Random(SEED + 1)
+    uids = rng.sample(range(100), rng.randint(3, 8))
+    requests = [(u, rng.randint(1, 9)) for u in uids]
+
+    def bad_tokens(r):
+        return with_bad_item(r, requests, lambda req, r: (req[0], bad_int(r, 1)))
+
+    def repeated_uid(r):
+        i, j = sorted(r.sample(range(len(requests)), 2))
+        out = list(requests)
+        out[j] = (requests[i][0], requests[j][1])
+        return out
+
+    probe_bad_arguments(lambda requests, max_running, continuous: simulate(requests, max_running, continuous),
+                        dict(requests=requests, max_running=rng.randint(1, 4), continuous=rng.random() < 0.5),
+                        dict(max_running=lambda r: bad_int(r, 1), requests=lambda r: r.choice([bad_tokens, repeated_uid])(r)),
+                        rng, name="simulate", tries=40)
 
 
 def random_case(rng: random.Random):

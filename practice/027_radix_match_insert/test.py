@@ -14,6 +14,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # 找到 practice/judgekit.py
 from judgekit import (
+    call_kept,
+    in_child,
+    item_kept,
+    seed,
     check,
     check_equal,
     check_int_list,
@@ -24,7 +28,7 @@ from judgekit import (
     short,
 )
 
-SEED = 2027
+SEED = seed()  # 每次评测由评测器抽一个，学习者的进程看不到；没通过时判词里有 JUDGE_SEED=… 可以复现
 
 
 class Reference:
@@ -90,8 +94,23 @@ def tree_shape(tree, context: str) -> dict[tuple[int, ...], tuple[list[int], lis
             check(child.parent is node, f"{where} 的 parent 不是它所在孩子表的主人")
             end = prefix + tuple(child.key)
             out[end] = (list(child.key), list(child.value))
+            NODES[end] = (child, tuple(child.key))
             stack.append((child, end))
     return out
+
+
+NODES: dict = {}  # 最近一次看到的树：节点结尾 -> (节点对象, key)
+
+
+def check_nodes_persist(before: dict, context: str) -> None:
+    """树是一棵一直在那里的树，不是每次现拼出来的：结尾和 key 都没变的节点，还得是同一个对象。
+    （把提示存成一张平的表、每次访问 root 时重新拼一棵树，形状对也过不去。）"""
+    for end, (node, key) in before.items():
+        now = NODES.get(end)
+        if now is not None and now[1] == key:
+            check(now[0] is node, f"{context}\n  在前缀 {short(list(end))} 处结束的节点（key={short(list(key))}）"
+                                  "没有变，却换成了另一个对象：树要在 insert / match 之间一直存在，"
+                                  "只在切分的地方新建节点")
 
 
 def compare_shape(tree, ref: Reference, context: str) -> None:
@@ -129,12 +148,13 @@ def check_example(RadixTree) -> None:
 
 def check_copies(RadixTree) -> None:
     tree = RadixTree(1)
-    ids, values = [4, 5, 6], [40, 50, 60]
+    # 列表放在你的代码的进程里（跨进程传的参数本来都是拷贝），这样改它才看得出树是不是和调用者共用它
+    ids, values = in_child(RadixTree, [4, 5, 6]), in_child(RadixTree, [40, 50, 60])
     tree.insert(ids, values)
     ids[1], values[1] = 99, 99  # 调用者改了自己的列表（就像页表的一行换了主人）
     check_equal(tree.match([4, 5, 6]), (3, [40, 50, 60]),
                 "insert 之后调用者改了自己传进去的列表，再 match([4,5,6])：树要存自己的拷贝")
-    _, slots = tree.match([4, 5, 6])
+    slots = item_kept(call_kept(tree.match, [4, 5, 6]), 1)  # 留在你的进程里的那个列表
     slots[0] = 77  # 调用者改了 match 交给它的列表（比如把它写进页表、再改）
     check_equal(tree.match([4, 5, 6]), (3, [40, 50, 60]),
                 "调用者改了 match 返回的槽位列表之后，再 match([4,5,6])：match 要交出新的列表，不是节点自己的 value")
@@ -147,6 +167,7 @@ BASES = [[0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2], [0, 1, 2, 2, 2, 2, 1, 1, 0, 0, 1,
 def random_run(RadixTree, rng: random.Random) -> None:
     ps = rng.choice([1, 1, 2, 3, 4])
     tree, ref = RadixTree(ps), Reference(ps)
+    NODES.clear()
     next_slot = 1000
     log: list[str] = []
     for _ in range(rng.randint(1, 40)):
@@ -167,7 +188,10 @@ def random_run(RadixTree, rng: random.Random) -> None:
             check_type(got[0], int, f"{context} 返回的长度")
             check_int_list(got[1], f"{context} 返回的槽位")
             check_equal(got, ref.match(ids), "match 的返回值 (长度, 槽位)", context)
+        before = dict(NODES)
+        NODES.clear()
         compare_shape(tree, ref, context)
+        check_nodes_persist(before, context)
 
 
 def run(mod: object) -> None:

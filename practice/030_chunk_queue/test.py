@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # 找到 practice/judgekit.py
-from judgekit import check, check_equal, check_raises, check_type, main, require, short
+from judgekit import check, check_equal, check_raises, check_type, main, require, short, seed, bad_int, probe_bad_arguments, with_bad_item
 
-SEED = 30
+SEED = seed()  # 每次评测由评测器抽一个，学习者的进程看不到；没通过时判词里有 JUDGE_SEED=… 可以复现
 
 
 def ref_plan(input_lens, token_budget, cached_lens=None):
@@ -114,6 +114,27 @@ def check_bad_arguments(plan_prefill) -> None:
     ]
     for args, why in bad:
         check_raises(ValueError, plan_prefill, *args, what=f"plan_prefill{short(args)}（{why}）")
+    # 坏的那一个在随机的位置、是随机的坏值：只查第一个请求、只认 0 或 -1 的代码过不去
+    rng = random.Random(SEED + 1)
+    inputs = [rng.randint(1, 20) for _ in range(rng.randint(3, 8))]
+    cached = [rng.randrange(n) for n in inputs]
+
+    def bad_cached(r):
+        i = r.randrange(len(inputs))
+        out = list(cached)
+        out[i] = r.choice([bad_int(r, 0), inputs[i], inputs[i] + r.randint(1, 9)])  # 负数，或者一个都不用算
+        return out
+
+    def bad_inputs(r):  # 某个提示是空的（或者负的）；它的 cached_len 是 0，仍然不满足 0 <= cached < input
+        i = r.randrange(len(inputs))
+        return [bad_int(r, 1) if j == i else n for j, n in enumerate(inputs)]
+
+    probe_bad_arguments(lambda input_lens, cached_lens, token_budget: plan_prefill(input_lens, token_budget, cached_lens),
+                        dict(input_lens=inputs, cached_lens=[0] * len(inputs), token_budget=rng.randint(1, 16)),
+                        dict(token_budget=lambda r: bad_int(r, 1), input_lens=bad_inputs,
+                             cached_lens=lambda r: r.choice([bad_cached, lambda r: cached[: r.randrange(len(cached))],
+                                                             lambda r: cached + [0] * r.randint(1, 3)])(r)),
+                        rng, name="plan_prefill", tries=40)
 
 
 def random_case(rng: random.Random):

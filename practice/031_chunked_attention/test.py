@@ -13,9 +13,9 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # 找到 practice/judgekit.py
-from judgekit import check, check_close, check_equal, check_raises, check_tensor, check_type, main, require
+from judgekit import check, check_close, check_equal, check_raises, check_tensor, check_type, main, require, seed
 
-SEED = 31
+SEED = seed()  # 每次评测由评测器抽一个，学习者的进程看不到；没通过时判词里有 JUDGE_SEED=… 可以复现
 
 
 def full_causal(q, k, v):
@@ -34,8 +34,11 @@ def full_causal(q, k, v):
 class Recorder:
     """提供给学习者的 attend：带 GQA 的掩码注意力，同时记下每次调用的形状。"""
 
-    def __init__(self) -> None:
+    def __init__(self, marks: list[float] | None = None) -> None:
         self.calls: list[tuple[int, int]] = []
+        # 每次调用的结果加上一个评测自己抽的数（学习者看不到）：输出里每一块都得带着它那一次的记号，
+        # 说明交回去的就是 attend 的结果，而不是调用完扔掉、自己另算的一份
+        self.marks = marks or []
 
     def __call__(self, q, k, v, mask):
         check_tensor(mask, f"第 {len(self.calls) + 1} 次调用 attend 的 mask")
@@ -50,7 +53,9 @@ class Recorder:
         vv = v.repeat_interleave(group, dim=1).transpose(0, 1)
         out = torch.nn.functional.scaled_dot_product_attention(
             q.transpose(0, 1), kk, vv, attn_mask=mask, scale=q.shape[-1] ** -0.5)
-        return out.transpose(0, 1)
+        out = out.transpose(0, 1)
+        mark = self.marks[len(self.calls) - 1] if len(self.calls) <= len(self.marks) else 0.0
+        return out + mark if mark else out
 
 
 def check_calls(call: str, got_calls, want_calls, chunk: int) -> None:
@@ -72,7 +77,8 @@ def check_case(mod, n: int, chunk: int, hq: int, hkv: int, d: int, dtype, gen) -
     v = torch.randn(n, hkv, d, generator=gen, dtype=dtype)
     inputs = [t.clone() for t in (q, k, v)]
     call = f"chunked_attention(q[{n}, {hq}, {d}], k/v[{n}, {hkv}, {d}], chunk={chunk})"
-    rec = Recorder()
+    marks = [float(torch.randint(1, 9, (1,), generator=gen)) for _ in range(0, n, chunk)]
+    rec = Recorder(marks)
     got = mod.chunked_attention(q, k, v, chunk, rec)
     check_tensor(got, f"{call} 的返回值", shape=(n, hq, d), dtype=dtype)
     for name, t, orig in zip("qkv", (q, k, v), inputs):
@@ -81,7 +87,10 @@ def check_case(mod, n: int, chunk: int, hq: int, hkv: int, d: int, dtype, gen) -
     check_calls(call, rec.calls, want_calls, chunk)
     got_calls = rec.calls
     tol = 1e-4 if dtype == torch.float32 else 1e-9
-    check_close(got, full_causal(q, k, v), f"{call} 的输出（和一次算完的因果注意力比）", atol=tol, rtol=tol)
+    rows = torch.tensor([marks[i // chunk] for i in range(n)], dtype=dtype).view(n, 1, 1)
+    check_close(got, full_causal(q, k, v) + rows,
+                f"{call} 的输出（和一次算完的因果注意力比；评测给每次 attend 的结果加了一个记号，"
+                "输出里第 c 块应当正好是第 c 次 attend 交回的结果）", atol=tol, rtol=tol)
     peak = mod.peak_score_elements(n, chunk, hq)
     check_type(peak, int, f"peak_score_elements({n}, {chunk}, {hq})")
     check_equal(peak, hq * max(m * t for m, t in got_calls),

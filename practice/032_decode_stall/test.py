@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # 找到 practice/judgekit.py
-from judgekit import check, check_raises, check_type, main, require, short
+from judgekit import check, check_raises, check_type, main, require, short, seed, bad_int, probe_bad_arguments, with_bad_item
 
-SEED = 32
+SEED = seed()  # 每次评测由评测器抽一个，学习者的进程看不到；没通过时判词里有 JUDGE_SEED=… 可以复现
 
 
 def ref_steps(decode_left, prompt_len, budget, between, *, variant: str = ""):
@@ -167,6 +167,17 @@ def check_bad_arguments(simulate) -> None:
         (([2, 0], 8, 4, False), "有一个 decode 请求还剩 0 步"),
     ):
         check_raises(ValueError, simulate, *args, never, never, what=f"simulate{short(args)}（{why}）")
+    # 坏的那一个在随机的位置、是随机的坏值：只查第一个 decode 请求、只认 0 的代码过不去
+    rng = random.Random(SEED + 1)
+    left = [rng.randint(1, 9) for _ in range(rng.randint(3, 8))]
+    probe_bad_arguments(
+        lambda decode_left, prompt_len, token_budget, decode_between_chunks:
+            simulate(decode_left, prompt_len, token_budget, decode_between_chunks, never, never),
+        dict(decode_left=left, prompt_len=rng.randint(1, 64), token_budget=rng.randint(1, 16),
+             decode_between_chunks=rng.random() < 0.5),
+        dict(prompt_len=lambda r: bad_int(r, 1), token_budget=lambda r: bad_int(r, 1),
+             decode_left=lambda r: with_bad_item(r, left, lambda n, r: bad_int(r, 1))),
+        rng, name="simulate", tries=40)
 
 
 def run(mod: object) -> None:

@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # 找到 practice/judgekit.py
-from judgekit import check, check_equal, check_raises, check_type, main, require, short
+from judgekit import check, check_equal, check_raises, check_type, main, require, short, seed, bad_int, probe_bad_arguments, with_bad_item
 
-SEED = 2033
+SEED = seed()  # 每次评测由评测器抽一个，学习者的进程看不到；没通过时判词里有 JUDGE_SEED=… 可以复现
 
 
 def reference(prepare, forward, process):
@@ -81,6 +81,19 @@ def run(mod: object) -> None:
         check_case(pipeline_time, prepare, forward, process)
     for args, why in [(([1, 2], [1], [1, 1]), "forward 少一个"), (([1], [1], [-1]), "有负数")]:
         check_raises(ValueError, pipeline_time, *args, what=f"pipeline_time{args}（{why}）")
+    # 坏的那一个在随机的列表、随机的位置，是随机的负数；或者随机一个列表长了 / 短了
+    n = rng.randint(3, 8)
+    good = {name: [rng.randint(0, 9) for _ in range(n)] for name in ("prepare", "forward", "process")}
+
+    def spoiled(name):
+        return lambda r: r.choice([
+            lambda r: with_bad_item(r, good[name], lambda t, r: bad_int(r, 0)),
+            lambda r: good[name][: r.randrange(n)],
+            lambda r: good[name] + [r.randint(0, 9) for _ in range(r.randint(1, 3))],
+        ])(r)
+
+    probe_bad_arguments(lambda prepare, forward, process: pipeline_time(prepare, forward, process), good, {name: spoiled(name) for name in good}, rng,
+                        name="pipeline_time", tries=40)
 
 
 if __name__ == "__main__":

@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # 找到 practice/judgekit.py
-from judgekit import check, check_equal, check_int_list, check_raises, check_type, main, require, short
+from judgekit import check, check_equal, check_int_list, check_raises, check_type, main, require, short, seed, bad_int, probe_bad_arguments, with_bad_item
 
-SEED = 2034
+SEED = seed()  # 每次评测由评测器抽一个，学习者的进程看不到；没通过时判词里有 JUDGE_SEED=… 可以复现
 MAX_LAUNCHES = 3000
 
 
@@ -224,6 +224,18 @@ def check_bad_arguments(overlap_generate) -> None:
                       (([[1]], [2], Never(), 0), "num_rows 是 0")]:
         check_raises(ValueError, overlap_generate, *args, what=f"overlap_generate(...)（{why}）")
     check_equal(overlap_generate([], [], Never(), 2), [], "overlap_generate([], [], engine, 2)")
+    # 坏的那一个在随机的位置、是随机的坏值：只查第一个 max_tokens、只认 0 的代码过不去
+    rng = random.Random(SEED + 1)
+    n = rng.randint(3, 8)
+    prompts, max_tokens = [[i] for i in range(n)], [rng.randint(1, 9) for _ in range(n)]
+    probe_bad_arguments(
+        lambda prompts, max_tokens, num_rows: overlap_generate(prompts, max_tokens, Never(), num_rows),
+        dict(prompts=prompts, max_tokens=max_tokens, num_rows=rng.randint(1, 4)),
+        dict(num_rows=lambda r: bad_int(r, 1),
+             max_tokens=lambda r: r.choice([lambda r: with_bad_item(r, max_tokens, lambda m, r: bad_int(r, 1)),
+                                            lambda r: max_tokens[: r.randrange(n)],
+                                            lambda r: max_tokens + [1] * r.randint(1, 3)])(r)),
+        rng, name="overlap_generate", tries=40)
 
 
 def run(mod: object) -> None:

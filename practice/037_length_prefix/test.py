@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # 找到 practice/judgekit.py
-from judgekit import check, check_equal, check_raises, check_type, main, require, short
+from judgekit import check, check_equal, check_raises, check_type, main, require, short, seed, with_bad_item
 
-SEED = 2037
+SEED = seed()  # 每次评测由评测器抽一个，学习者的进程看不到；没通过时判词里有 JUDGE_SEED=… 可以复现
 
 
 def reference_frame(payloads):
@@ -25,14 +25,18 @@ def random_payload(rng: random.Random) -> bytes:
         return b""
     if kind < 0.3:
         return b"\n" * rng.randint(1, 3) + b"\x00\x00\x00\x05"  # 换行、像长度一样的字节
+    if kind < 0.33:  # 超过 65535 字节：长度要用满 4 个字节（2 个字节的前缀在这里就错了）
+        return rng.randbytes(rng.randint(65536, 70000))
     size = rng.choice([rng.randint(1, 20), rng.randint(200, 400), rng.randint(250, 9000)])
     return rng.randbytes(size)
 
 
 def cut(rng: random.Random, data: bytes) -> list[bytes]:
     mode = rng.choice(["ones", "small", "large", "whole"])
-    if mode == "ones" and len(data) > 5000:  # 1 字节一块只用在短的数据上，评测不至于太慢
+    if mode == "ones" and len(data) > 600:  # 1 字节一块只用在短的数据上：每一块都要跨一次进程
         mode = "small"
+    if mode == "small" and len(data) > 20_000:
+        mode = "large"
     if mode == "whole":
         return [data]
     chunks, i = [], 0
@@ -86,10 +90,19 @@ def run(mod: object) -> None:
 
     if sys.maxsize > 2**32:  # 浏览器里的 Python 是 32 位的，len() 报不出 2**32
         class Huge(bytes):  # 不真的分配 4 GiB：只让 len() 报一个放不下的长度
-            def __len__(self):
-                return 2**32
+            size = 2**32
 
-        check_raises(ValueError, frame, [b"ok", Huge(b"x")], what="frame([..., 长 2**32 字节的消息])")
+            def __len__(self):
+                return self.size
+
+        for _ in range(4):  # 放不下的那条在随机位置，长度就在边界上（2**32）或者更长
+            big = Huge(b"x")
+            big.size = rng.choice([2**32, 2**32, 2**32 + rng.randint(1, 2**20)])
+            items = with_bad_item(rng, [rng.randbytes(rng.randint(0, 9)) for _ in range(rng.randint(1, 6))],
+                                  lambda old, r: big)
+            where = next(i for i, x in enumerate(items) if x is big)
+            check_raises(ValueError, frame, items,
+                         what=f"frame(共 {len(items)} 条，第 {where} 条长 {big.size} 字节)")
 
 
 if __name__ == "__main__":

@@ -12,9 +12,9 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # 找到 practice/judgekit.py
-from judgekit import check, check_equal, check_raises, check_tensor, check_type, main, require, short
+from judgekit import check, check_equal, check_raises, check_tensor, check_type, main, require, short, seed, in_child, call_kept
 
-SEED = 2038
+SEED = seed()  # 每次评测由评测器抽一个，学习者的进程看不到；没通过时判词里有 JUDGE_SEED=… 可以复现
 # 每种类型：struct 的格式字符（小端）；bfloat16 与 float16 的比特借 16 位无符号整数表示
 FORMATS = {"bool": "?", "uint8": "B", "int8": "b", "int16": "h", "int32": "i", "int64": "q",
            "float16": "H", "bfloat16": "H", "float32": "I", "float64": "Q"}
@@ -90,10 +90,12 @@ def run(mod: object) -> None:
                 check(same_bits(back, t), f"tensor_from_wire 还原的比特与原来不同（{context}）")
 
     # 还原出的张量拥有自己的内存
-    raw = bytearray(struct.pack("<3i", 5, 6, 7))
-    back = from_wire({"dtype": "int32", "buffer": raw})
+    # buffer 和结果都留在你的代码的进程里（跨进程传的参数本来都是拷贝），改 buffer 才看得出是不是共用内存
+    raw = in_child(from_wire, bytearray(struct.pack("<3i", 5, 6, 7)))
+    kept = call_kept(from_wire, {"dtype": "int32", "buffer": raw})
     raw[0:4] = struct.pack("<i", 99)
-    check_equal(back.tolist(), [5, 6, 7], "buffer（bytearray）之后被改了，还原出的张量（应该不跟着变）")
+    check_equal(kept.tolist(), [5, 6, 7], "buffer（bytearray）之后被改了，还原出的张量（应该不跟着变）")
+    back = from_wire({"dtype": "int32", "buffer": bytearray(struct.pack("<3i", 5, 6, 7))})
     back[0] = 1  # 可写
 
     check_raises(ValueError, to_wire, torch.zeros(2, 3), what="tensor_to_wire(2×3 的张量)")

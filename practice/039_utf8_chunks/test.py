@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # 找到 practice/judgekit.py
-from judgekit import CheckFailed, check, check_equal, check_type, main, require, short
+from judgekit import CheckFailed, check, check_equal, check_type, main, require, short, seed
 
-SEED = 2039
+SEED = seed()  # 每次评测由评测器抽一个，学习者的进程看不到；没通过时判词里有 JUDGE_SEED=… 可以复现
 ALPHABETS = ["abcXYZ 019.,\n", "éßΩ€", "世界你好中文字节假名", "こんにちはカタカナ", "😀🎉🌟🚀"]
 
 
@@ -104,6 +104,41 @@ def cut(rng: random.Random, data: bytes) -> list[bytes]:
     return chunks
 
 
+# 跨进程评测时，上面那些替换要装在学习者的进程里：它在导入学习者的代码之前执行
+PRELUDE = """
+import _codecs
+import codecs
+import encodings.utf_8
+
+
+class CheckFailed(AssertionError):
+    pass
+
+
+def _forbidden(what):
+    def guarded(*args, **kwargs):
+        raise CheckFailed(f"不许用{what}：它正是这道题要你写的东西")
+    return guarded
+
+
+_info = codecs.lookup("utf-8")
+for _obj, _name in [(encodings.utf_8, "IncrementalDecoder"), (encodings.utf_8, "StreamReader"),
+                    (_info, "incrementaldecoder"), (_info, "streamreader"), (codecs, "getincrementaldecoder"),
+                    (codecs, "getreader"), (codecs, "iterdecode")]:
+    setattr(_obj, _name, _forbidden(f" codecs 的增量解码器（{_name}）"))
+_real_decode = codecs.utf_8_decode
+
+
+def utf_8_decode(data, errors="strict", final=False):
+    if not final:
+        raise CheckFailed("不许用 codecs.utf_8_decode(..., final=False)：它正是这道题要你写的东西")
+    return _real_decode(data, errors, final)
+
+
+codecs.utf_8_decode = _codecs.utf_8_decode = utf_8_decode
+"""
+
+
 def run(mod: object) -> None:
     global _WATCHING
     source = Path(mod.__file__).read_text(encoding="utf-8").lower()
@@ -153,4 +188,4 @@ def _run(mod: object) -> None:
 
 if __name__ == "__main__":
     with _no_stdlib_incremental_utf8():  # 在导入学习者的文件之前换掉
-        main(run)
+        main(run, prelude=PRELUDE)

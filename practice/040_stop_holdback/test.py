@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # 找到 practice/judgekit.py
-from judgekit import check_equal, check_raises, check_type, main, require, short
+from judgekit import check_equal, check_raises, check_type, main, require, short, seed, probe_bad_arguments, with_bad_item
 
-SEED = 2040
+SEED = seed()  # 每次评测由评测器抽一个，学习者的进程看不到；没通过时判词里有 JUDGE_SEED=… 可以复现
 ALPHABET = "ab \n"
 
 
@@ -49,7 +49,8 @@ class Reference:
 
 
 def random_case(rng: random.Random) -> tuple[list[str], list[str]]:
-    stops = ["".join(rng.choice(ALPHABET) for _ in range(rng.randint(1, 4))) for _ in range(rng.randint(1, 3))]
+    longest = rng.choice([2, 4, 8, 16])  # 停止串也有很长的：只留 4 个字符的缓冲过不去
+    stops = ["".join(rng.choice(ALPHABET) for _ in range(rng.randint(1, longest))) for _ in range(rng.randint(1, 3))]
     pieces = ["".join(rng.choice(ALPHABET) for _ in range(rng.choice([0, 1, 1, 2, 3, 5])))
               for _ in range(rng.randint(0, 12))]
     return stops, pieces
@@ -58,6 +59,10 @@ def random_case(rng: random.Random) -> tuple[list[str], list[str]]:
 def run(mod: object) -> None:
     StopFilter = require(mod, "StopFilter")
     check_raises(ValueError, StopFilter, ["ok", ""], what='StopFilter(["ok", ""])')
+    rng = random.Random(SEED + 1)  # 空串在随机的位置：只查最后一个 / 第一个的代码过不去
+    stops = ["".join(rng.choice(ALPHABET) for _ in range(rng.randint(1, 7))) for _ in range(rng.randint(3, 6))]
+    probe_bad_arguments(lambda stops: StopFilter(stops), dict(stops=stops), dict(stops=lambda r: with_bad_item(r, stops, lambda s, r: "")),
+                        rng, name="StopFilter", tries=20)
 
     examples = [(["\n\n", "END"], [("Hello", ("Hello", False)), (" E", (" ", False)),
                                    ("ND of it", ("", True)), ("more", ("", True))], ""),

@@ -12,9 +12,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # 找到 practice/judgekit.py
-from judgekit import check, check_equal, check_type, main, require, short
+from judgekit import check, check_equal, check_type, main, require, short, seed
 
-SEED = 2041
+SEED = seed()  # 每次评测由评测器抽一个，学习者的进程看不到；没通过时判词里有 JUDGE_SEED=… 可以复现
 WORDS = ["the", " the", " cat", " sat", "ing", " on", " mat", ".", "\n", " ", " 世界", "你好", "😀", "é", ","]
 SPLIT_CHARS = "世界好中文字あいうカナ😀🎉🌟é€"
 

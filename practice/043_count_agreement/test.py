@@ -1,5 +1,8 @@
 """练习 043 的评测：线程扮演 2–4 个 rank，消息随机到达、转发有随机延迟，各 rank 的步调也不同。
 
+每个 rank 的 receive 在它自己的子进程里（more_processes：就像真的多个调度器进程），由评测进程的一个
+线程驱动；inbox、pub、sub、broadcast 都在评测进程里，你的代码调用它们就是跨进程的回调。
+
 检查：每一步各 rank 收到的消息相同；全部消息不丢、不重复、保持顺序；blocking 的约定。
 用法：python test.py 要评测的文件.py   （judge.py 会替你做）
 """
@@ -15,9 +18,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # 找到 practice/judgekit.py
-from judgekit import check, check_type, main, require, short
+from judgekit import check, check_type, main, more_processes, require, short, seed
 
-SEED = 2043
+SEED = seed()  # 每次评测由评测器抽一个，学习者的进程看不到；没通过时判词里有 JUDGE_SEED=… 可以复现
 WAIT_S = 4.0  # 一个 rank 等消息、等广播最多等这么久
 
 
@@ -159,9 +162,11 @@ def rank_loop(rank, receive, inbox, pub, sub, broadcast, rng, log, errors) -> No
         errors.append(NotImplementedError)
     except Exception as e:  # noqa: BLE001 - 学习者的代码出错
         errors.append(f"rank {rank} 的 receive 出错：{type(e).__name__}: {e}")
+    except BaseException as e:  # noqa: BLE001 - 这个 rank 的进程没了、卡住了（超过了墙钟时间的兜底）
+        errors.append(e)  # 交给主线程重新抛出：结论是“超时”或“进程没了”
 
 
-def trial(receive, world: int, seed: int, n_msgs: int) -> None:
+def trial(receives, world: int, seed: int, n_msgs: int) -> None:
     rng = random.Random(seed)
     inbox = Inbox()
     subs = [Sub(random.Random(seed * 10 + r)) for r in range(world)]
@@ -176,13 +181,16 @@ def trial(receive, world: int, seed: int, n_msgs: int) -> None:
             inbox.push(msg)
 
     threads = [threading.Thread(target=rank_loop, daemon=True,
-                                args=(r, receive, inbox, pub, subs[r], broadcast, random.Random(seed + r),
+                                args=(r, receives[r], inbox, pub, subs[r], broadcast, random.Random(seed + r),
                                       logs[r], errors)) for r in range(world)]
     producer = threading.Thread(target=produce, daemon=True)
     for t in [producer, *threads]:
         t.start()
     for t in threads:
         t.join(timeout=30)
+    for e in errors:
+        if isinstance(e, BaseException):
+            raise e
     if NotImplementedError in errors:
         raise NotImplementedError("receive 还没写完")
     check(not any(t.is_alive() for t in threads), f"{world} 个 rank 里有的卡住了（30 秒没结束）")
@@ -202,9 +210,12 @@ def trial(receive, world: int, seed: int, n_msgs: int) -> None:
 
 
 def run(mod: object) -> None:
-    receive = require(mod, "receive")
-    for i, world in enumerate([2, 3, 2, 4, 3]):
-        trial(receive, world, SEED + i, n_msgs=60)
+    require(mod, "receive")
+    worlds = [2, 3, 2, 4, 3]
+    ranks = [mod, *more_processes(mod, max(worlds) - 1)]  # 一个 rank 一个进程
+    receives = [require(m, "receive") for m in ranks]
+    for i, world in enumerate(worlds):
+        trial(receives, world, SEED + i, n_msgs=60)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,9 @@
 """练习 044 的评测：线程扮演 2–4 个 rank，每个订阅端在随机的时刻（有一次晚到 1.5 秒）才生效，
-生效之前发出的帧直接丢掉，生效之后的帧过 0.5–4 ms 才送到（顺序不变）。握手之后 rank 0 发 20 条
+生效之前发出的帧直接丢掉，生效之后的帧过 0.5–4 ms（有时 10–30 ms）才送到（顺序不变）。握手之后 rank 0 发 20 条
 真消息，每个 rank 都要一条不少、按顺序收到；握手要在最后一个订阅生效之后不久就返回（不靠久睡）。
+
+每个 rank 的 handshake 在它自己的子进程里（more_processes：就像真的多个 rank 进程），由评测进程的一个
+线程驱动；pub、sub、all_reduce_min 都在评测进程里，你的代码调用它们就是跨进程的回调。
 
 用法：python test.py 要评测的文件.py   （judge.py 会替你做）
 """
@@ -16,9 +19,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # 找到 practice/judgekit.py
-from judgekit import check, check_type, main, require, short
+from judgekit import check, check_type, main, more_processes, require, short, seed
 
-SEED = 2044
+SEED = seed()  # 每次评测由评测器抽一个，学习者的进程看不到；没通过时判词里有 JUDGE_SEED=… 可以复现
 WAIT_S = 5.0
 RETURN_WITHIN_S = 1.0  # 最后一个订阅生效之后，握手最多再用这么久（参考答案只要几毫秒）
 
@@ -43,7 +46,9 @@ class Sub:
             if now < self.join_at:
                 self.dropped += 1
                 return
-            self.last_due = max(self.last_due, now + self.rng.uniform(0.0005, 0.004))
+            # 在路上的时间：多半几毫秒，有时几十毫秒——“看一眼已经到了的就算读完”的代码不能碰运气过关
+            delay = self.rng.uniform(0.0005, 0.004) if self.rng.random() < 0.7 else self.rng.uniform(0.01, 0.03)
+            self.last_due = max(self.last_due, now + delay)
             self.in_flight.put((self.last_due, frame))
 
     def _deliver(self) -> None:  # 按发出的顺序，到点才放出来
@@ -108,7 +113,7 @@ class AllReduceMin:
 REAL = [f"msg-{i}".encode() for i in range(20)]
 
 
-def trial(handshake, world: int, delays: list[float], rng: random.Random) -> None:
+def trial(handshakes, world: int, delays: list[float], rng: random.Random) -> None:
     start = time.perf_counter()
     subs = [Sub(start + d, random.Random(rng.random())) for d in delays]  # rank 1 .. world-1
     pub, reduce = Pub(subs), AllReduceMin(world)
@@ -118,7 +123,7 @@ def trial(handshake, world: int, delays: list[float], rng: random.Random) -> Non
 
     def rank_main(rank: int) -> None:
         try:
-            handshake(rank, pub if rank == 0 else None, None if rank == 0 else subs[rank - 1],
+            handshakes[rank](rank, pub if rank == 0 else None, None if rank == 0 else subs[rank - 1],
                       lambda v: reduce(rank, v))
             returned[rank] = time.perf_counter()
             reduce(rank, 0)  # 评测自己的同步：所有 rank 都握完手，rank 0 才发真消息
@@ -133,12 +138,17 @@ def trial(handshake, world: int, delays: list[float], rng: random.Random) -> Non
             errors.append(f"rank {rank}：{e}")
         except Exception as e:  # noqa: BLE001
             errors.append(f"rank {rank} 出错：{type(e).__name__}: {e}")
+        except BaseException as e:  # noqa: BLE001 - 这个 rank 的进程没了、卡住了（超过了墙钟时间的兜底）
+            errors.append(e)  # 交给主线程重新抛出：结论是“超时”或“进程没了”
 
     threads = [threading.Thread(target=rank_main, args=(r,), daemon=True) for r in range(world)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(timeout=30)
+    for e in errors:
+        if isinstance(e, BaseException):
+            raise e
     if NotImplementedError in errors:
         raise NotImplementedError("handshake 还没写完")
     setting = f"{world} 个 rank，订阅分别在 {', '.join(f'{d * 1000:.0f}' for d in delays)} ms 时生效"
@@ -159,12 +169,13 @@ def trial(handshake, world: int, delays: list[float], rng: random.Random) -> Non
 
 
 def run(mod: object) -> None:
-    handshake = require(mod, "handshake")
+    require(mod, "handshake")
+    handshakes = [require(m, "handshake") for m in [mod, *more_processes(mod, 3)]]  # 一个 rank 一个进程
     rng = random.Random(SEED)
-    trial(handshake, 2, [0.0], rng)
-    trial(handshake, 2, [1.5], rng)  # 订阅多久生效没有上限：这一次晚到 1.5 秒
+    trial(handshakes, 2, [0.0], rng)
+    trial(handshakes, 2, [1.5], rng)  # 订阅多久生效没有上限：这一次晚到 1.5 秒
     for world in (3, 4, 2):
-        trial(handshake, world, [rng.uniform(0, 0.15) for _ in range(world - 1)], rng)
+        trial(handshakes, world, [rng.uniform(0, 0.15) for _ in range(world - 1)], rng)
 
 
 if __name__ == "__main__":

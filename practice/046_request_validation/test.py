@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # 找到 practice/judgekit.py
-from judgekit import CheckFailed, check, check_equal, check_type, main, require, short
+from judgekit import CheckFailed, check, check_equal, check_type, main, require, short, seed
 
-SEED = 2046
+SEED = seed()  # 每次评测由评测器抽一个，学习者的进程看不到；没通过时判词里有 JUDGE_SEED=… 可以复现
 FIELDS = ("messages", "model", "max_tokens", "temperature", "top_p", "top_k", "stop", "stream")
 NAN, INF = float("nan"), float("inf")
 

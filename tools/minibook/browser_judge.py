@@ -4,7 +4,8 @@
 环境变量 JUDGE_TARGET 指向学习者的代码、JUDGE_RESULT 指向结论文件，结论由 practice/judgekit.py
 判定并写成 JSON，这里再读回来。区别只有两点：
 
-- 没有子进程（浏览器里起不了）：超时由网页结束整个 worker 来处理；
+- 没有子进程（浏览器里起不了）：学习者的代码和 test.py 同在一个解释器里（judgekit 在 Pyodide 上自动这样做），
+  网页每次评测都用一个新的 worker，上一次的学习者代码改掉的东西带不到下一次；超时由网页结束整个 worker 来处理；
 - 文件由网页交过来：job = {"root": 目录, "files": {相对路径: 内容}, "test": test.py 的相对路径,
   "target": 学习者代码的相对路径}。文件按仓库里的样子摆（root/judgekit.py、root/004_batch_positions/test.py、
   root/workspace/004_batch_positions.py），于是 test.py 开头那句 sys.path.insert 照样能找到 judgekit。
@@ -41,6 +42,8 @@ def judge_in_browser(job_json: str) -> str:
     saved_env, saved_path, saved_modules = dict(os.environ), list(sys.path), set(sys.modules)
     saved_argv, saved_cwd = list(sys.argv), os.getcwd()
     os.environ.update(JUDGE_TARGET=target, JUDGE_RESULT=result_path, PYTHONDONTWRITEBYTECODE="1")
+    if job.get("seed"):  # 网页每次评测抽一个随机种子（和本地 judge.py 一样），判词里写着它
+        os.environ["JUDGE_SEED"] = str(int(job["seed"]))
     sys.argv = [test]
     sys.path.insert(0, os.path.dirname(test))  # 像 `python test.py` 那样
     os.chdir(work)

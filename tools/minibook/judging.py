@@ -34,9 +34,9 @@ CHAPTERS_MANIFEST = PRACTICE.parent / "chapters" / "manifest.toml"
 
 EXERCISE_FILES = ("problem.md", "starter.py", "solution.py", "test.py")
 DIFFICULTIES = ("简单", "中等", "困难")
-# 每道题的时间限制（秒），本地和浏览器里一样。限制只算学习者的代码：本地从 judgekit 开始评测算起
-# （test.py 自己 import torch 的一两秒、冷启动时的十来秒都不算），网页上从 Pyodide 加载好算起。
-# 这样算，参考答案最慢的一道也不到 2 秒（见 practice/README.md），10 秒足够，死循环也不用等太久。
+# 每道题的时间限制（秒）。本地算的是学习者代码所在子进程用掉的 CPU 时间（practice/judgekit.py 用
+# RLIMIT_CPU 卡住）：两核机器上再有几个进程抢，CPU 时间也不变，不会因为机器忙而冤枉人；墙钟只兜底
+# （wall_backstop）。网页上算的是从 Pyodide 加载好算起的墙钟时间。test.py 自己 import torch 的时间不算。
 # 真要更久的题在清单里写 time_limit = 秒数。
 DEFAULT_TIME_LIMIT = 10
 # test.py 开始评测之前（解释器启动、import torch）最多等多久；超过了不是学习者的错，结论是“崩溃”
@@ -72,6 +72,8 @@ class Exercise:
     folder: Path
     time_limit: float = DEFAULT_TIME_LIMIT
     local_only_reason: str = ""  # 不是 stdlib_only 的题为什么只能在本地评测；空 = 要用 PyTorch
+    chapter_note: str = ""  # 题面“章节”一行括号里的补充
+    stdlib_note: str = ""  # 题面“只用标准库”一行“是 / 否”后面的补充
 
     @property
     def code(self) -> str:
@@ -125,6 +127,10 @@ def load_exercises(manifest: Path = MANIFEST) -> list[Exercise]:
         limit = entry.get("time_limit", DEFAULT_TIME_LIMIT)
         if not (_is(limit, int) or _is(limit, float)) or not 0 < limit < float("inf"):
             raise UserError(f"练习 {index:03d} 的 time_limit「{limit}」应该是一个正数（秒）")
+        notes = {key: entry.get(key, "") for key in ("chapter_note", "stdlib_note")}
+        for key, value in notes.items():
+            if not isinstance(value, str):
+                raise UserError(f"练习 {index:03d} 的 {key} 应该是一句话")
         reason = entry.get("local_only_reason", "")
         if not isinstance(reason, str) or (reason and entry["stdlib_only"]):
             raise UserError(f"练习 {index:03d} 的 local_only_reason 应该是一句话，而且只给 stdlib_only = false 的题")
@@ -138,6 +144,7 @@ def load_exercises(manifest: Path = MANIFEST) -> list[Exercise]:
             folder=manifest.parent / f"{index:03d}_{entry['slug']}",
             time_limit=limit,
             local_only_reason=reason,
+            **notes,
         )
         if not ex.folder.is_dir():
             raise UserError(f"练习 {ex.code} 的文件夹 {show_path(ex.folder)} 不存在：清单 {where} 和目录对不上")
@@ -200,8 +207,18 @@ def split_problem(text: str) -> tuple[str, list[tuple[str, str]]]:
     )
 
 
+def problem_header(ex: Exercise, titles: dict[int, str] | None = None) -> str:
+    """题面的开头（标题、章节、难度、只用标准库）：由清单 exercises.toml 生成，problem.md 里不写。"""
+    titles = chapter_titles() if titles is None else titles
+    chapter = chapter_label(ex.chapter, titles) + (f"（{ex.chapter_note}）" if ex.chapter_note else "")
+    stdlib = "是" if ex.stdlib_only or ex.local_only_reason else "否"
+    return (f"# 练习 {ex.code} · {ex.title}\n\n- 章节：{chapter}\n- 难度：{ex.difficulty}\n"
+            f"- 只用标准库：{stdlib}{ex.stdlib_note}\n\n")
+
+
 def read_problem(ex: Exercise) -> tuple[str, list[tuple[str, str]]]:
-    return split_problem(ex.file("problem.md").read_text(encoding="utf-8"))
+    """（题目，提示）：题目的开头由清单生成，后面是 problem.md。"""
+    return split_problem(problem_header(ex) + ex.file("problem.md").read_text(encoding="utf-8"))
 
 
 # ---------------------------------------------------------------------------
@@ -221,6 +238,7 @@ class Verdict:
     output: str = ""  # 你的代码打印的东西（最后几行）
     seconds: float = 0.0
     limit: float = 0.0  # 这次评测的时间限制（秒）
+    seed: int = 0  # 这次评测的随机种子（JUDGE_SEED=它 可以复现）
 
     @property
     def passed(self) -> bool:
@@ -243,11 +261,11 @@ def _tail(path: Path, max_lines: int = 12, max_bytes: int = 64_000) -> str:
     return "\n".join(lines)
 
 
-def _kill(proc: subprocess.Popen[bytes]) -> None:
+def _kill(proc: Any) -> None:
     """连同它可能启动的子进程一起结束掉。"""
     try:
         if hasattr(os, "killpg"):
-            os.killpg(proc.pid, signal.SIGKILL)
+            os.killpg(getattr(proc, "group", proc.pid), signal.SIGKILL)
         else:
             proc.kill()
     except OSError:
@@ -255,7 +273,7 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
     proc.wait()
 
 
-def _wait_for_start(proc: subprocess.Popen[bytes], started: Path,
+def _wait_for_start(proc: Any, started: Path,
                     launched: float) -> tuple[int | None, float | None]:
     """等 test.py 开始评测（started 文件出现）。返回 (退出码, 开始的时刻)：
 
@@ -274,14 +292,152 @@ def _wait_for_start(proc: subprocess.Popen[bytes], started: Path,
         return returncode, (time.monotonic() if started.exists() else None)
 
 
-def run_test(ex: Exercise, target: Path, timeout: float | None = None) -> Verdict:
+# ---------------------------------------------------------------------------
+# 预热模板：要 torch 的题，test.py 和学习者的子进程都从一个已经 import 了 torch 的进程 fork 出来
+# （practice/warm.py）。一个评测器进程（judge.py、pytest）一个模板，第一次用到时启动
+# ---------------------------------------------------------------------------
+
+
+class _WarmProc:
+    """从模板 fork 出来的 test.py 进程：不是这个进程的子进程，退出状态由模板写到 status 管道里。"""
+
+    def __init__(self, pid: int, group: int, status_fd: int) -> None:
+        self.pid, self.group, self.status_fd = pid, group, status_fd
+        self.returncode: int | None = None
+
+    def wait(self, timeout: float | None = None) -> int:
+        import select
+
+        if self.returncode is None:
+            if not select.select([self.status_fd], [], [], timeout)[0]:
+                raise subprocess.TimeoutExpired("test.py", timeout or 0)
+            data = b""
+            try:
+                data = os.read(self.status_fd, 64)
+            except OSError:
+                pass
+            self.close()
+            text = data.decode("ascii", "replace").strip()
+            # "T 退出码"；空的：模板没了（被学习者的代码结束了），test.py 也已经退出，退出状态不知道
+            self.returncode = int(text[2:]) if text.startswith("T ") and text[2:].lstrip("-").isdigit() else 1
+        return self.returncode
+
+    def close(self) -> None:
+        try:
+            os.close(self.status_fd)
+        except OSError:
+            pass
+
+
+class _WarmServer:
+    def __init__(self, practice: Path) -> None:
+        import socket
+
+        self.lock = __import__("threading").Lock()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.home = tempfile.TemporaryDirectory(prefix="judge-warm-")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("JUDGE_")}
+        env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
+                   PYTHONDONTWRITEBYTECODE="1", PYTHONIOENCODING="utf-8")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", "-B", str(practice / "warm.py"), str(theirs.fileno())],
+            pass_fds=(theirs.fileno(),), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            cwd=self.home.name,  # 一个空的临时目录：从它 fork 出来的学习者顺着 /proc 找过来，这里什么都没有
+            start_new_session=True,  # 终端的 Ctrl-C 不打到它和它 fork 出来的进程
+        )
+        theirs.close()
+        self.sock = ours
+        self.sock.settimeout(STARTUP_LIMIT)
+        if self.sock.recv(64) != b'{"ready": true}':
+            raise OSError("预热模板没能启动")
+        self.sock.settimeout(30)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def spawn(self, argv: list[str], env: dict[str, str], cwd: Path, stdin: int, stdout: int, stderr: int) -> _WarmProc:
+        import socket
+
+        spec = cwd / "warm-spec.json"  # 环境变量（随机种子、结论文件）不经过模板：T 自己读这个文件
+        fd = os.open(spec, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump({"argv": argv, "env": env, "cwd": str(cwd)}, f, ensure_ascii=False)
+        spec_fd = os.open(spec, os.O_RDONLY)
+        os.unlink(spec)
+        status_r, status_w = os.pipe()
+        try:
+            with self.lock:
+                socket.send_fds(self.sock, [b"{}"], [stdin, stdout, stderr, spec_fd, status_w])
+                reply = json.loads(self.sock.recv(1 << 12).decode("utf-8"))
+        except BaseException:
+            os.close(status_r)
+            raise
+        finally:
+            os.close(spec_fd)
+            os.close(status_w)
+        return _WarmProc(int(reply["test"]), int(reply["group"]), status_r)
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.home.cleanup()
+
+
+_WARM: dict[Path, _WarmServer] = {}
+
+
+def _warm_server(practice: Path) -> _WarmServer | None:
+    """这个 practice/ 的预热模板（没有就启动一个）；起不来、或者设置了 JUDGE_WARM=0 就是 None。"""
+    if os.environ.get("JUDGE_WARM", "1") == "0" or not (practice / "warm.py").is_file() \
+            or not hasattr(__import__("socket"), "send_fds"):
+        return None
+    server = _WARM.get(practice)
+    if server is not None and server.alive():
+        return server
+    try:
+        server = _WARM[practice] = _WarmServer(practice)
+    except OSError:
+        return None
+    if len(_WARM) == 1:
+        import atexit
+
+        atexit.register(lambda: [s.close() for s in _WARM.values()])
+    return server
+
+
+def _uses_torch(ex: Exercise) -> bool:
+    return any("import torch" in ex.file(name).read_text(encoding="utf-8") for name in ("test.py", "solution.py"))
+
+
+def wall_backstop(limit: float) -> float:
+    """墙钟时间的兜底（秒）。时间限制算的是学习者代码所在子进程的 CPU 时间（由 test.py 那边用
+    RLIMIT_CPU 卡住），机器再忙也不会冤枉人；墙钟只用来收拾睡着、卡死的情况，给得很宽。"""
+    return 8 * limit + 60
+
+
+def run_test(ex: Exercise, target: Path, timeout: float | None = None, seed: int | None = None) -> Verdict:
     """用 ex 的 test.py 评测 target 文件，返回结论；timeout 默认是这道题的时间限制。
 
+    学习者的代码在 test.py 另起的子进程里运行（practice/isolation.py），看不到参考实现、随机种子和结论；
+    结论由 test.py 这边写成 JSON，带着这里从标准输入交给它的一次性口令，口令不对的结论不算数。
     学习者的代码再怎么坏（死循环、崩溃、语法错误、os._exit），这里都只返回一个结论，不抛异常。
+    seed：这次评测的随机种子；默认看环境变量 JUDGE_SEED，没有就现抽一个。
     """
+    import secrets
+
     limit = ex.time_limit if timeout is None else timeout
     if not target.is_file():
         return Verdict("not_started", limit=limit)
+    if seed is None:
+        text = os.environ.get("JUDGE_SEED", "").strip()
+        seed = int(text) if text.isdigit() else secrets.randbelow(10**9) + 1
+    nonce = secrets.token_hex(16)
     with tempfile.TemporaryDirectory(prefix="judge-") as tmp_name:
         tmp = Path(tmp_name)
         result_path = tmp / "result.json"
@@ -289,23 +445,45 @@ def run_test(ex: Exercise, target: Path, timeout: float | None = None) -> Verdic
         env.update(
             JUDGE_TARGET=str(target.resolve()),
             JUDGE_RESULT=str(result_path),
+            JUDGE_SEED=str(seed),
+            JUDGE_TIME_LIMIT=f"{limit:g}",
+            JUDGE_NONCE="stdin",
             PYTHONDONTWRITEBYTECODE="1",
             PYTHONIOENCODING="utf-8",
             PYTHONUNBUFFERED="1",
+            # 题目里的张量都很小：torch 的多线程在忙的机器上只会空转（学习者的子进程也一样设）
+            OMP_NUM_THREADS="1",
+            MKL_NUM_THREADS="1",
         )
         started = tmp / "started"  # judgekit.main() 开始评测时创建它
         env["JUDGE_STARTED"] = str(started)
         launched = time.monotonic()
+        warm = _warm_server(ex.folder.parent) if _uses_torch(ex) else None
         with open(tmp / "stdout", "wb") as out, open(tmp / "stderr", "wb") as err:
-            proc = subprocess.Popen(
-                [sys.executable, str(ex.file("test.py"))],
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=err,
-                cwd=tmp,  # 学习者的代码要是写文件，就写在临时目录里
-                env=env,
-                start_new_session=True,  # 自成一个进程组：超时时一起结束；Ctrl-C 也不会直接打到它
-            )
+            if warm is not None:  # test.py 和学习者的子进程从预热模板 fork（practice/warm.py）
+                nonce_r, nonce_w = os.pipe()
+                os.write(nonce_w, (nonce + "\n").encode())
+                os.close(nonce_w)
+                try:
+                    proc = warm.spawn([str(ex.file("test.py"))], env, tmp, nonce_r, out.fileno(), err.fileno())
+                finally:
+                    os.close(nonce_r)
+            else:
+                proc = subprocess.Popen(
+                    [sys.executable, str(ex.file("test.py"))],
+                    stdin=subprocess.PIPE,
+                    stdout=out,
+                    stderr=err,
+                    cwd=tmp,
+                    env=env,
+                    start_new_session=True,  # 自成一个进程组：超时时一起结束；Ctrl-C 也不会直接打到它
+                )
+                assert proc.stdin is not None
+                try:
+                    proc.stdin.write((nonce + "\n").encode())
+                    proc.stdin.close()
+                except OSError:
+                    pass
             try:
                 returncode, start = _wait_for_start(proc, started, launched)
                 if returncode is None and start is None:
@@ -314,7 +492,8 @@ def run_test(ex: Exercise, target: Path, timeout: float | None = None) -> Verdic
                                    message=f"评测在 {STARTUP_LIMIT} 秒内没能开始：test.py 导入依赖（比如 torch）"
                                            "太慢或者卡住了，这不是你的代码的问题")
                 if returncode is None:
-                    returncode = proc.wait(timeout=max(0.0, limit - (time.monotonic() - start)))
+                    backstop = wall_backstop(limit)
+                    returncode = proc.wait(timeout=max(0.0, backstop - (time.monotonic() - start)))
             except subprocess.TimeoutExpired:
                 _kill(proc)
                 return Verdict("timeout", seconds=time.monotonic() - start, limit=limit,
@@ -329,17 +508,20 @@ def run_test(ex: Exercise, target: Path, timeout: float | None = None) -> Verdic
             result = json.loads(result_path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             result = None
+        if isinstance(result, dict) and result.get("nonce") != nonce:
+            return Verdict("crash", message="结论文件不是评测写的（口令对不上）：评测不认它", output=output,
+                           seconds=seconds, limit=limit)
         if not isinstance(result, dict):
-            # test.py 没写出结论：它自己没能启动（比如缺 torch），或者进程被杀 / os._exit 了
+            # test.py 没写出结论：它自己没能启动（比如缺 torch），或者进程被杀了
             stderr = _tail(tmp / "stderr", 15)
             missing = re.search(r"No module named '([\w.]+)'", stderr)
             if missing:
                 module = missing.group(1)
                 message = f"评测需要的模块 {module} 没有安装（pip install {module.split('.')[0]}）"
             elif returncode < 0:
-                message = f"进程被信号 {-returncode} 结束了"
+                message = f"评测进程被信号 {-returncode} 结束了"
             else:
-                message = f"评测没有给出结论（退出码 {returncode}）。你的代码是不是调用了 os._exit？"
+                message = f"评测没有给出结论（退出码 {returncode}）"
             return Verdict("crash", message=message, detail=stderr, output=output, seconds=seconds, limit=limit)
 
         return Verdict(
@@ -353,6 +535,7 @@ def run_test(ex: Exercise, target: Path, timeout: float | None = None) -> Verdic
             output=output,
             seconds=seconds,
             limit=limit,
+            seed=int(result.get("seed") or seed),
         )
 
 

@@ -74,7 +74,8 @@ EDITOR_STYLE = ("width:100%;min-height:28em;box-sizing:border-box;resize:vertica
 
 
 def browser_job(ex: Exercise) -> dict:
-    """页面里嵌的评测材料：起始代码、test.py、judgekit.py 和在 Pyodide 里运行它们的 browser_judge.py（都按原样）。"""
+    """页面里嵌的评测材料：起始代码、test.py、judgekit.py（和它导入的 isolation.py）以及在 Pyodide 里运行它们的
+    browser_judge.py（都按原样）。浏览器里没有子进程，judgekit 在那里让学习者的代码和 test.py 同在一个解释器里。"""
     return {
         "exercise": ex.name,
         "number": ex.number,
@@ -83,6 +84,7 @@ def browser_job(ex: Exercise) -> dict:
         "root": BROWSER_ROOT,
         "files": {
             "judgekit.py": (ex.folder.parent / "judgekit.py").read_text(encoding="utf-8"),
+            "isolation.py": (ex.folder.parent / "isolation.py").read_text(encoding="utf-8"),  # judgekit 导入它
             f"{ex.name}/test.py": ex.file("test.py").read_text(encoding="utf-8"),
         },
         "test": f"{ex.name}/test.py",

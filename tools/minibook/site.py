@@ -4,6 +4,7 @@
 mkdocs-material 渲染），代码单元变成围栏代码块，输出按类型转换：
 
 - 标签 `remove-cell`：整个单元不出现；`remove-input`：只留输出；`remove-output`：只留代码；
+  `fold`：代码和输出缩进 4 格，收进上一个 markdown 单元结尾打开的折叠块（`??? note "……"`）；
 - 代码开头的 `# NBVAL_...` 注释行去掉；整格都是 `!命令` 的单元显示成 bash 块 `$ 命令`；
 - stdout → 带「输出」标题的 text 块，包在 `<div class="nb-output">` 里；stderr 非空时单独一块；
 - `text/markdown` 原样插入（代码清单、文件树、计数都这样来）；`image/svg+xml` 内联；
@@ -174,6 +175,10 @@ def _render_output(out, *, index: int, image_name: str, files: dict[str, bytes])
     return None  # 只有 HTML / JS / 小部件之类的富输出：页面上不显示
 
 
+def _indent(block: str) -> str:
+    return "\n".join("    " + line if line.strip() else "" for line in block.split("\n"))
+
+
 def render(nb, stem: str, chapter: Chapter | None = None, source_hint: str | None = None) -> Page:
     """把一个执行过的 notebook 变成页面。stem 是页面文件名（不带 .md），图像文件以它开头。"""
     title = notebook_title(nb)
@@ -198,13 +203,17 @@ def render(nb, stem: str, chapter: Chapter | None = None, source_hint: str | Non
                 raise NotebookError(f"{origin} 第 {index} 个单元有错误输出：{out.ename}: {out.evalue}")
         if "remove-cell" in tags:
             continue
+        cell_blocks = []
         if "remove-input" not in tags and code.strip():
-            blocks.append(_render_input(code))
+            cell_blocks.append(_render_input(code))
         if "remove-output" not in tags:
             for k, out in enumerate(outputs, start=1):
                 block = _render_output(out, index=index, image_name=f"{stem}.out{index}-{k}", files=files)
                 if block:
-                    blocks.append(block)
+                    cell_blocks.append(block)
+        if "fold" in tags:  # 收进上一个 markdown 单元结尾打开的折叠块（`??? note "……"`）：缩进 4 格
+            cell_blocks = [_indent(block) for block in cell_blocks]
+        blocks.extend(cell_blocks)
     return Page(title=title, markdown="\n\n".join(blocks) + "\n", files=files)
 
 
@@ -331,3 +340,28 @@ def tagged_outputs(root: Path, chapter: Chapter, tag: str) -> str:
     if not blocks:
         raise NotebookError(f"{path.name} 里没有带「{tag}」标签、有输出的代码单元")
     return "\n\n".join(blocks)
+
+
+# ---------------------------------------------------------------- 主线有多长
+
+
+_CJK = re.compile(r"[\u4e00-\u9fff]")
+_FOLD = re.compile(r"^(\s*)\?\?\?\+?\s")  # mkdocs-material 的折叠块：`??? note "标题"`，下面缩进的行都是它的
+
+
+def main_line_chars(markdown: str) -> int:
+    """页面主线上的汉字数：折叠块（`???`）以外的一切都算，正文、代码清单（连同注释）、输出、提示框。
+
+    WRITING.md 的节奏：主线精简，深入的内容放进折叠块；种子章就是这样数的。折叠块的标题行算主线。"""
+    count, fold_indent = 0, None
+    for line in markdown.splitlines():
+        if fold_indent is not None:
+            indent = len(line) - len(line.lstrip())
+            if not line.strip() or indent > fold_indent:
+                continue  # 还在折叠块里（空行不结束它）
+            fold_indent = None
+        m = _FOLD.match(line)
+        if m:
+            fold_indent = len(m.group(1))
+        count += len(_CJK.findall(line))
+    return count

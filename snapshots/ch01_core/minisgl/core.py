@@ -1,6 +1,6 @@
 """引擎里流动的核心数据：采样参数、请求、批次，以及前向时的全局上下文。
 
-- SamplingParams：一个请求"怎么挑下一个 token"、"最多生成多少"。
+- SamplingParams：一个请求"怎么挑下一个 token"、"最多生成多少"，要不要报告 log 概率。
 - Req：调度器眼里的一个请求，核心是几条长度记账（cached_len、device_len ……）。
 - Batch：一次前向要算的一组请求，prefill 或 decode。
 - Context：一个进程里唯一的运行上下文；前向期间通过它拿到当前批次，
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Iterator, Literal
 
 import torch
 
-if TYPE_CHECKING:  # 这些类型在后面的章节才出现，这里只用于类型标注
+if TYPE_CHECKING:  # 只用于类型标注、运行时不导入：core 不依赖任何别的 minisgl 模块
     from minisgl.attention import BaseAttnBackend, BaseAttnMetadata
     from minisgl.kvcache import BaseCacheHandle
 
@@ -33,6 +33,11 @@ def _is_int(x: object) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
+GREEDY_TEMPERATURE = 1e-5  # 温度低于它按贪心处理（和 vLLM 一样）：logits / 1e-40 会溢出成 inf
+MAX_TOP_LOGPROBS = 20  # 每个位置最多报告多少个候选 token 的 log 概率（OpenAI 的上限）
+SEED_RANGE = (-(2**63), 2**63)  # seed 取 int64 的范围：torch.Generator 能接受，msgpack 也能编
+
+
 @dataclass
 class SamplingParams:
     """一个请求的采样参数。默认值就是贪心解码、最多生成 1024 个 token。"""
@@ -42,6 +47,12 @@ class SamplingParams:
     top_p: float = 1.0  # 只在累计概率达到 p 的最小集合里采样；1.0 表示不限制
     ignore_eos: bool = False  # True 时生成到 EOS 也不停，一直到 max_tokens
     max_tokens: int = 1024  # 最多生成多少个新 token
+    seed: int | None = None  # 给了就用这个请求自己的随机数：同样的 seed、同样的提示，同样的输出
+    # OpenAI 的两种惩罚：已生成的 token 的 logit 减去 presence（出现过）+ frequency × 出现次数
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    logprobs: bool = False  # 报告采样出的 token 的 log 概率
+    top_logprobs: int = 0  # 同时报告概率最大的几个 token（要 logprobs=True）
 
     def __post_init__(self) -> None:
         # 坏参数在进入引擎之前拦住：temperature<0 或 top_p=0 到了采样器里只会变成 nan
@@ -54,11 +65,27 @@ class SamplingParams:
                  self.ignore_eos)
         _require(_is_int(self.max_tokens) and self.max_tokens >= 1,
                  "max_tokens 必须是 ≥ 1 的整数", self.max_tokens)
+        s = self.seed
+        _require(s is None or (_is_int(s) and SEED_RANGE[0] <= s < SEED_RANGE[1]),
+                 "seed 必须是 None 或 int64 范围内的整数", s)
+        for name in ("presence_penalty", "frequency_penalty"):
+            v = getattr(self, name)
+            ok = (_is_int(v) or isinstance(v, float)) and -2 <= v <= 2
+            _require(ok, f"{name} 必须是 [-2, 2] 之间的实数", v)
+        _require(isinstance(self.logprobs, bool), "logprobs 必须是 True 或 False", self.logprobs)
+        n = self.top_logprobs
+        _require(_is_int(n) and 0 <= n <= MAX_TOP_LOGPROBS,
+                 f"top_logprobs 必须是 0 到 {MAX_TOP_LOGPROBS} 之间的整数", n)
+        _require(self.logprobs or n == 0, "top_logprobs 大于 0 时 logprobs 必须为 True", n)
 
     @property
     def is_greedy(self) -> bool:
-        """结果是否与"每步取 argmax"相同：温度为 0，或者只在第 1 名里"采样"。"""
-        return self.temperature == 0.0 or self.top_k == 1
+        """结果是否与"每步取 argmax"相同：温度（几乎）为 0，或者只在第 1 名里"采样"。"""
+        return self.temperature < GREEDY_TEMPERATURE or self.top_k == 1
+
+    @property
+    def has_penalty(self) -> bool:
+        return self.presence_penalty != 0 or self.frequency_penalty != 0
 
 
 @dataclass(eq=False, kw_only=True)  # eq=False：按对象身份比较和哈希，请求可以放进 set

@@ -150,6 +150,20 @@ def test_sampling_params_defaults_and_is_greedy():
     assert SamplingParams(temperature=0.0, top_p=0.5).is_greedy  # 温度为 0 就是 argmax
     assert not SamplingParams(temperature=0.8).is_greedy
     assert not SamplingParams(temperature=1.0, top_k=50, top_p=0.9).is_greedy
+    # 小到 logits / t 会溢出的温度按贪心处理；阈值以上才真的采样
+    assert SamplingParams(temperature=1e-40).is_greedy
+    assert not SamplingParams(temperature=1e-3).is_greedy
+
+
+def test_sampling_params_new_fields_defaults_and_accepted_values():
+    p = SamplingParams()
+    assert (p.seed, p.presence_penalty, p.frequency_penalty, p.logprobs, p.top_logprobs) == (
+        None, 0.0, 0.0, False, 0)
+    assert not p.has_penalty
+    q = SamplingParams(seed=-(2**63), presence_penalty=-2, frequency_penalty=2.0, logprobs=True,
+                       top_logprobs=20)
+    assert q.has_penalty and q.seed == -(2**63)
+    assert SamplingParams(frequency_penalty=0.5).has_penalty
 
 
 @pytest.mark.parametrize(
@@ -167,6 +181,17 @@ def test_sampling_params_defaults_and_is_greedy():
         (dict(max_tokens=0), "max_tokens"),
         (dict(max_tokens=True), "max_tokens"),
         (dict(ignore_eos=1), "ignore_eos"),
+        (dict(seed=1.5), "seed"),
+        (dict(seed=True), "seed"),
+        (dict(seed=2**63), "seed"),
+        (dict(presence_penalty=2.5), "presence_penalty"),
+        (dict(presence_penalty=float("nan")), "presence_penalty"),
+        (dict(frequency_penalty=-2.01), "frequency_penalty"),
+        (dict(frequency_penalty="1"), "frequency_penalty"),
+        (dict(logprobs=1), "logprobs"),
+        (dict(logprobs=True, top_logprobs=21), "top_logprobs"),
+        (dict(logprobs=True, top_logprobs=-1), "top_logprobs"),
+        (dict(top_logprobs=3), "top_logprobs"),  # 要 top_logprobs 就得先要 logprobs
     ],
 )
 def test_sampling_params_rejects_bad_values(kwargs, name):
@@ -425,3 +450,22 @@ def test_logger_level_from_env(monkeypatch):
     monkeypatch.setenv("MINISGL_LOG_LEVEL", "chatty")
     with pytest.raises(EnvError, match="MINISGL_LOG_LEVEL"):
         init_logger("minisgl.test_ch01_level")
+
+
+# ---------------------------------------------------------------- Registry
+
+
+def test_registry_looks_up_by_name_and_lists_the_choices_when_wrong():
+    from minisgl.utils import Registry
+
+    table = Registry[type]("小工具")
+    assert table.register("a")(int) is int  # 装饰器原样返回被登记的东西
+    table.register("b")(str)
+    assert table["a"] is int and table["b"] is str
+    assert list(table) == ["a", "b"] and "a" in table and "c" not in table and len(table) == 2
+    with pytest.raises(ValueError, match=r"不支持的小工具 'c'，可选：'a'、'b'"):
+        table["c"]
+    with pytest.raises(AssertionError, match="登记了两次"):
+        table.register("a")(float)
+    del table["a"]
+    assert list(table) == ["b"]

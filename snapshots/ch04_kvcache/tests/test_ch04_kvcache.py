@@ -15,6 +15,7 @@ from minisgl.kvcache import (
     OutOfPagesError,
     PageAllocator,
     create_kvcache_pool,
+    pages_to_slots,
 )
 from minisgl.scheduler.table import TableManager
 
@@ -143,6 +144,16 @@ class Span:
 
 def grow(alloc: PageAllocator, row: int, start: int, end: int) -> torch.Tensor:
     return alloc.alloc_slots([Span(row, start, end)])
+
+
+def test_pages_to_slots_follows_the_page_rule():
+    # 页号不相邻、也不按大小排：第 pos 个位置在第 pos // 4 页，页内偏移 pos % 4
+    assert pages_to_slots([5, 2], 4) == [20, 21, 22, 23, 8, 9, 10, 11]
+    assert pages_to_slots([5, 2], 4, 3, 6) == [23, 8, 9]  # 跨过页边界
+    assert pages_to_slots([5, 2], 4, 6, 6) == [] and pages_to_slots([], 4) == []
+    assert pages_to_slots([7, 0, 3], 1) == [7, 0, 3]
+    with pytest.raises(AssertionError, match="超出"):
+        pages_to_slots([5, 2], 4, 0, 9)  # 两页只有 8 个位置
 
 
 @pytest.mark.parametrize("page_size", [1, 4, 16])

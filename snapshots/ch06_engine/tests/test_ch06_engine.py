@@ -12,7 +12,7 @@ import torch
 
 from minisgl.core import Batch, Req, SamplingParams, get_global_ctx
 from minisgl.distributed import get_tp_info
-from minisgl.engine import Engine, EngineConfig, ForwardOutput, Sampler
+from minisgl.engine import Engine, EngineConfig, ForwardOutput, Sampler, logprobs_per_req
 from minisgl.engine import engine as engine_module
 from minisgl.kvcache import OutOfPagesError
 
@@ -111,6 +111,118 @@ def test_same_seed_same_samples_other_seed_differs():
     assert torch.equal(a, b) and not torch.equal(a, c)
 
 
+def test_tiny_temperature_is_greedy_not_nan():
+    """1e-40 这样的温度让 logits / t 溢出成 inf、softmax 成 NaN：低于阈值按贪心处理。"""
+    logits = torch.randn(2, VOCAB, generator=torch.Generator().manual_seed(2))
+    params = [SamplingParams(temperature=1e-40), SamplingParams(temperature=1.0)]
+    samples = draw(Sampler(torch.device("cpu"), VOCAB), logits, params, 50)
+    assert (samples[:, 0] == logits[0].argmax()).all(), samples[:, 0].tolist()
+
+
+def seeded_run(sampler: Sampler, logits: torch.Tensor, params: list[SamplingParams],
+               steps: int) -> torch.Tensor:
+    """像 decode 一样跑 steps 步（每步请求前进一个 token），返回 [steps, B]。"""
+    batch = fake_batch(params)
+    out = []
+    for _ in range(steps):
+        out.append(sampler.sample(logits[: len(params)], sampler.prepare(batch)))
+        for req in batch.reqs:
+            req.complete_one()
+    return torch.stack(out)
+
+
+def test_seeded_request_ignores_its_batch_mates_and_the_sampler_seed():
+    logits = torch.randn(3, VOCAB, generator=torch.Generator().manual_seed(5))
+    row = logits[1:2].expand(3, VOCAB)  # 三行同样的 logits：只有随机数不同
+    mine = SamplingParams(temperature=1.0, seed=1234)
+    alone = seeded_run(Sampler(torch.device("cpu"), VOCAB, seed=0), row, [mine], 20)[:, 0]
+    mates = [SamplingParams(temperature=1.0), mine, SamplingParams(temperature=0.5, seed=9)]
+    crowded = seeded_run(Sampler(torch.device("cpu"), VOCAB, seed=77), row, mates, 20)
+    assert torch.equal(crowded[:, 1], alone)  # 换了批、换了采样器的种子：同样的 token
+    # 对照：不带 seed 的请求在两种情况下不一样（所以上面相等不是巧合）
+    plain = [SamplingParams(temperature=1.0)]
+    a = seeded_run(Sampler(torch.device("cpu"), VOCAB, seed=0), row, plain, 20)[:, 0]
+    b = seeded_run(Sampler(torch.device("cpu"), VOCAB, seed=77), row, plain, 20)[:, 0]
+    assert not torch.equal(a, b)
+    other = seeded_run(Sampler(torch.device("cpu"), VOCAB), row, [SamplingParams(
+        temperature=1.0, seed=1235)], 20)[:, 0]
+    assert not torch.equal(other, alone)  # seed 差 1 就是另一串随机数
+    assert len(set(alone.tolist())) > 3  # 真的在采样，不是每步同一个 token
+
+
+def reference_penalized(logits: torch.Tensor, history: list[int], presence: float,
+                        frequency: float) -> torch.Tensor:
+    """OpenAI 文档里的公式，逐个 token 写：出现过的减 presence，再按次数减 frequency。"""
+    out = logits.clone()
+    for token in set(history):
+        count = history.count(token)
+        out[token] -= presence + frequency * count
+    return out
+
+
+@pytest.mark.parametrize("case", range(4))
+def test_penalties_match_a_straightforward_reference(case):
+    gen = torch.Generator().manual_seed(100 + case)
+    vocab, steps = 12, 15
+    presence = [float(x) for x in torch.empty(3).uniform_(-2, 2, generator=gen)]
+    frequency = [float(x) for x in torch.empty(3).uniform_(-2, 2, generator=gen)]
+    params = [SamplingParams(presence_penalty=presence[0], frequency_penalty=frequency[0]),
+              SamplingParams(),  # 同批里不带惩罚的行：照旧 argmax
+              SamplingParams(presence_penalty=presence[2], frequency_penalty=frequency[2])]
+    sampler = Sampler(torch.device("cpu"), vocab, max_running_req=4)
+    batch = fake_batch(params)
+    history: list[list[int]] = [[], [], []]
+    changed = False
+    for _ in range(steps):
+        logits = torch.randn(3, vocab, generator=gen)
+        tokens = sampler.sample(logits, sampler.prepare(batch)).tolist()
+        for i in range(3):
+            p = params[i]
+            ref = reference_penalized(logits[i], history[i], p.presence_penalty,
+                                      p.frequency_penalty)
+            assert tokens[i] == int(ref.argmax()), (i, history[i])
+            changed |= tokens[i] != int(logits[i].argmax())
+            history[i].append(tokens[i])
+        for req in batch.reqs:
+            req.complete_one()
+    assert changed, "惩罚一次都没改变结果：这个用例测不出东西"
+
+
+def test_a_reused_row_starts_with_fresh_counts():
+    """页表的行会交给下一个请求：它的第一个 token 之前，上一个请求的计数要清掉。"""
+    vocab = 8
+    logits = torch.zeros(1, vocab)
+    logits[0, 3] = 1.0  # 不惩罚时总是 3
+    sampler = Sampler(torch.device("cpu"), vocab, max_running_req=2)
+    p = SamplingParams(frequency_penalty=2.0)
+    first = seeded_run(sampler, logits, [p], 3)[:, 0].tolist()
+    assert first[0] == 3 and first[1] != 3  # 生成过的 3 被惩罚
+    again = seeded_run(sampler, logits, [p], 1)[:, 0].tolist()  # 同一行（0 号）的新请求
+    assert again == [3]
+
+
+def test_logprobs_are_the_raw_log_softmax_and_top_k():
+    logits = torch.randn(3, VOCAB, generator=torch.Generator().manual_seed(8)) * 3
+    params = [SamplingParams(temperature=0.7, logprobs=True, top_logprobs=4, seed=1,
+                             frequency_penalty=1.0),
+              SamplingParams(),  # 没要 logprobs
+              SamplingParams(logprobs=True)]  # 只要采样出的那个，不要候选
+    sampler = Sampler(torch.device("cpu"), VOCAB)
+    batch = fake_batch(params)
+    args = sampler.prepare(batch)
+    tokens = sampler.sample(logits, args).tolist()
+    per_req = logprobs_per_req(args.logprobs, batch.reqs)
+    ref = logits.log_softmax(-1)  # 温度、惩罚之前的原始 logits
+    assert per_req[1] is None
+    for i in (0, 2):
+        assert per_req[i].logprob == pytest.approx(float(ref[i, tokens[i]]), abs=1e-6)
+    values, ids = ref[0].topk(4)
+    assert per_req[0].top_ids == ids.tolist()
+    assert per_req[0].top_logprobs == pytest.approx(values.tolist(), abs=1e-6)
+    assert per_req[2].top_ids == [] and per_req[2].top_logprobs == []
+    assert sampler.prepare(fake_batch([SamplingParams()])).logprobs is None
+
+
 # ---------------------------------------------------------------- Engine
 
 
@@ -145,6 +257,50 @@ def test_batched_greedy_equals_huggingface(model, page_size, clean_global_state)
     assert sched.allocator.num_free_pages == engine.num_pages  # 页全部还回来了
     assert sched.table.available_size == 6  # 页表的行也是
     engine.shutdown()
+
+
+def test_engine_logprobs_equal_huggingface_log_softmax(clean_global_state):
+    """Engine 报出的 log 概率 = HF 同一段 token 的 logits 做 log_softmax（float32，容差 1e-3）。"""
+    from minibook.hf import hf_logits
+
+    path = smollm2()
+    engine = make_engine(path)
+    steps = []
+    launch = engine.forward_batch
+
+    def recording(batch, args):  # 记下每一步批里的请求和 Engine 的输出
+        out = launch(batch, args)
+        steps.append(([(r.uid, r.device_len) for r in batch.reqs], out))  # 长度之后还会变
+        return out
+
+    engine.forward_batch = recording
+    prompts = [encode(path, t) for t in PROMPTS[:2]]
+    params = [SamplingParams(temperature=0.9, seed=4, logprobs=True, top_logprobs=5, max_tokens=5),
+              SamplingParams(max_tokens=3)]  # 同批的请求没要 logprobs
+    outputs, _ = MiniScheduler(engine).generate(prompts, params)
+    engine.shutdown()
+
+    def engine_req(uid):  # logprobs_per_req 只看请求的采样参数
+        return fake_batch([params[uid]]).reqs[0]
+
+    seq = prompts[0] + outputs[0]
+    ref = hf_logits(path, seq).log_softmax(-1)
+    checked = 0
+    for reqs, out in steps:
+        uids = [uid for uid, _ in reqs]
+        per_req = logprobs_per_req(out.logprobs, [engine_req(uid) for uid in uids])
+        for (uid, device_len), lp in zip(reqs, per_req):
+            if uid != 0:
+                assert lp is None
+                continue
+            pos = device_len - 2  # complete_one 之后：新 token 在 device_len - 1，它的 logits 在前一位
+            token = seq[pos + 1]
+            assert lp.logprob == pytest.approx(float(ref[pos, token]), abs=1e-3)
+            values, ids = ref[pos].topk(5)
+            assert lp.top_ids == ids.tolist()
+            assert lp.top_logprobs == pytest.approx(values.tolist(), abs=1e-3)
+            checked += 1
+    assert checked == 5
 
 
 class LateCopy:
@@ -307,6 +463,27 @@ def test_shutdown_clears_the_global_context():
     engine.shutdown()
     with pytest.raises(AssertionError):
         get_global_ctx()
+
+
+def test_one_engine_per_process():
+    """全局上下文一个进程只有一份：第二个 Engine 报错，而不是悄悄换掉第一个的上下文。"""
+    first = make_engine(tiny_qwen3())
+    with pytest.raises(RuntimeError, match="shutdown"):
+        make_engine(tiny_qwen3())
+    assert get_global_ctx() is first.ctx  # 第一个的上下文没被动过
+    first.shutdown()
+    second = make_engine(tiny_qwen3())  # 前一个 shutdown 之后就能建
+    first.shutdown()  # 再 shutdown 一次旧的：什么都不做，不会清掉第二个的上下文
+    assert get_global_ctx() is second.ctx
+    second.shutdown()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="需要 CUDA")
+def test_the_engine_runs_on_its_own_current_stream():
+    engine = make_engine(tiny_qwen3(), device="cuda")
+    assert engine.stream == torch.cuda.current_stream()
+    assert engine.stream != torch.cuda.default_stream()  # 默认流和别的流隐式同步
+    engine.shutdown()
 
 
 @pytest.mark.parametrize("bad", [dict(memory_ratio=0.0), dict(memory_ratio=1.5),

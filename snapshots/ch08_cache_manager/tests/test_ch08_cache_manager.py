@@ -20,7 +20,8 @@ from minisgl.kvcache import (
     PageAllocator,
     SizeInfo,
     create_prefix_cache,
-    register_prefix_cache,
+    pages_to_slots,
+    slots_to_pages,
 )
 from minisgl.kvcache.naive_cache import NaivePrefixCache
 from minisgl.scheduler.cache import CacheManager
@@ -115,7 +116,7 @@ class DictPrefixCache(BasePrefixCache):
 @pytest.fixture
 def dict_cache_type():
     """临时把 DictPrefixCache 登记成 "dict"，测完删掉。"""
-    register_prefix_cache("dict")(DictPrefixCache)
+    SUPPORTED_CACHE_MANAGER.register("dict")(DictPrefixCache)
     yield "dict"
     del SUPPORTED_CACHE_MANAGER["dict"]
 
@@ -161,6 +162,15 @@ def rows_point_only_at_held_pages(cm: CacheManager, reqs: list[Req]) -> None:
         assert all(cm.allocator._refs[p] >= 1 and p not in free for p in pages)
 
 
+def only_borrowed_pages_are_locked(cm: CacheManager) -> None:
+    """锁只加在有行指着的页上，所以"能拿出的页" = 总页数 - 各行指着的页（去重）。
+
+    多锁一页没有行指着的缓存页，它就既不能逐出、也不归任何预留，available_size 凭空变小。
+    """
+    pointed = {p for row in range(len(cm.page_table)) for p in cm.allocator.row_pages(row)}
+    assert cm.available_size == cm.num_pages - len(pointed)
+
+
 # ================================================================ 接口与登记表
 
 
@@ -184,6 +194,22 @@ def test_naive_cache_never_matches_never_keeps_and_cannot_evict():
 
 
 # ================================================================ 分配器：共享持有
+
+
+@pytest.mark.parametrize("page_size", [1, 2, 4])
+def test_slots_to_pages_inverts_pages_to_slots(page_size):
+    pages = [5, 0, 3]  # 不相邻、不按大小排
+    slots = pages_to_slots(pages, page_size)
+    assert slots_to_pages(slots, page_size) == pages
+    assert slots_to_pages(torch.tensor(slots, dtype=torch.int32), page_size) == pages  # 前缀缓存给的是张量
+    assert slots_to_pages(torch.empty(0, dtype=torch.int32), page_size) == []
+
+
+# 不满一页、页里断开、不从页首开始、页内乱序
+@pytest.mark.parametrize("slots", [[8, 9, 10], [8, 9, 10, 12], [9, 10, 11, 12], [8, 10, 9, 11]])
+def test_slots_to_pages_refuses_slots_that_are_not_whole_pages(slots):
+    with pytest.raises(AssertionError, match="不是一页一页完整排好的"):
+        slots_to_pages(slots, 4)
 
 
 def test_share_prefix_adds_a_hold_and_writes_the_head_of_the_row():
@@ -295,8 +321,8 @@ def test_duplicate_prefix_in_one_batch_stays_with_its_row_until_it_ends(dict_cac
     cm.cache_req(a, finished=False)  # a 的两页进缓存
     b_pages = cm.allocator.row_pages(1)
     cm.cache_req(b, finished=False)  # 缓存里已经有了：b 的页不交出去，也不还
-    assert b.cache_handle.cached_len == 4
     assert all(cm.allocator._refs[p] == 1 for p in b_pages)
+    only_borrowed_pages_are_locked(cm)
     # 第三个请求把空闲页全部要走：绝不能拿到 b 还指着的页
     c = admit(cm, 2, ids(9, 9, 9, 9, 9, 9, 9, 9), 2, uid=2)
     step(cm, [c])
@@ -305,6 +331,26 @@ def test_duplicate_prefix_in_one_batch_stays_with_its_row_until_it_ends(dict_cac
     for req in (a, b, c):
         cm.cache_req(req, finished=True)
     cm.check_integrity()
+
+
+def test_a_duplicate_prefix_does_not_lock_the_cache_copy_its_row_does_not_point_at(dict_cache_type):
+    """a、b 同一批、同一个前缀；a 只生成 1 个就结束，它的页进缓存、可以逐出。b 接着 decode：
+    它指着自己的那份，缓存的那份不能被 b 锁住，否则这 2 页既不能逐出、也没人预留过。"""
+    cm = CacheManager(10, 2, new_table(3, 16), dict_cache_type)
+    prompt = ids(1, 2, 3, 4, 5)
+    a, b = admit(cm, 0, prompt, 1, uid=0), admit(cm, 1, prompt, 6, uid=1)
+    step(cm, [a, b])
+    cm.cache_req(a, finished=True)  # a 结束：缓存收下它的 2 页，没有锁
+    assert cm.prefix_cache.size_info == SizeInfo(4, 0)
+    b_pages = cm.allocator.row_pages(1)
+    cm.cache_req(b, finished=False)
+    only_borrowed_pages_are_locked(cm)
+    assert cm.prefix_cache.size_info == SizeInfo(4, 0) and cm.available_size == 10 - 3
+    step(cm, [b])
+    cm.cache_req(b, finished=True)  # b 结束：重复的 2 页随行放下，缓存收下它的第 3 页
+    assert [cm.allocator._refs[p] for p in b_pages] == [0, 0, 1]
+    cm.check_integrity()
+    assert cm.allocator.num_free_pages == 10 - 3
 
 
 def test_allocate_evicts_unlocked_pages_only_when_free_pages_run_short(dict_cache_type):
@@ -355,6 +401,7 @@ def test_random_workload_never_frees_a_page_a_row_points_at(dict_cache_type):
                 cm.cache_req(req, finished=True)
                 free_rows.append(req.table_idx)
             rows_point_only_at_held_pages(cm, live)
+            only_borrowed_pages_are_locked(cm)
         for req in live:
             cm.cache_req(req, finished=True)
         cm.check_integrity()
@@ -447,6 +494,40 @@ def test_llm_shared_prefixes_are_computed_once_and_output_equals_hf(models, dict
     assert cm.prefix_cache.size_info.protected_size == 0
     assert cm.allocator.num_free_pages + cm.prefix_cache.size_info.total_size // 2 == 40
     llm.shutdown()
+
+
+@pytest.mark.parametrize("page_size", [1, 2, 4])
+def test_llm_random_shared_prefixes_in_tight_pools_equal_hf(models, dict_cache_type, page_size):
+    """随机提示（两个共同前缀、常有完全相同的）、紧的池子、随机的 prefill 预算和 max_tokens：
+    每一步之后锁只在行指着的页上；输出与 HF 一致；空闲时核对通过。"""
+    from minibook.hf import hf_greedy
+    from minisgl.llm import LLM
+
+    path = models["tiny_qwen3"]
+    rng = random.Random(100 + page_size)
+    for _ in range(2):
+        bases = [[rng.randrange(100, 2000) for _ in range(rng.randint(2, 8))] for _ in range(2)]
+        prompts = [rng.choice(bases) + [rng.randrange(100, 2000) for _ in range(rng.choice([0, 0, 2, 4]))]
+                   for _ in range(6)]
+        max_tokens = [rng.choice([1, 1, 3, 6, 8]) for _ in prompts]
+        # 池子只比最大的一个请求多一点：接纳经常要等，缓存经常要逐出
+        worst = max(-(-(len(p) + n - 1) // page_size) for p, n in zip(prompts, max_tokens))
+        llm = LLM(path, max_running_req=4, page_size=page_size,
+                  num_page_override=worst + rng.randint(0, 8 // page_size),
+                  max_seq_len_override=32, cache_type=dict_cache_type,
+                  max_extend_tokens=rng.choice([4, 8, 64]))
+        for uid, (prompt, n) in enumerate(zip(prompts, max_tokens)):
+            llm.add_req(uid, torch.tensor(prompt, dtype=torch.int32),
+                        SamplingParams(max_tokens=n, ignore_eos=True))
+        outs = {uid: [] for uid in range(len(prompts))}
+        while llm.runnable:
+            for out in llm.step():
+                outs[out.uid].append(out.next_token)
+            only_borrowed_pages_are_locked(llm.cache_manager)
+        llm.cache_manager.check_integrity()
+        llm.shutdown()
+        for uid, (prompt, n) in enumerate(zip(prompts, max_tokens)):
+            assert outs[uid] == hf_greedy(path, prompt, n), (prompts, max_tokens, uid)
 
 
 def test_llm_dropping_one_free_is_caught_when_the_scheduler_goes_idle(models, monkeypatch):

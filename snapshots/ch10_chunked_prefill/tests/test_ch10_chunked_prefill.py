@@ -8,6 +8,7 @@ import torch
 
 from minibook.hf import encode, hf_greedy
 from minibook.models import smollm2, tiny_qwen3
+import minisgl.env
 from minisgl.core import Batch, SamplingParams
 from minisgl.llm import LLM
 from minisgl.scheduler import SchedulerConfig
@@ -208,3 +209,24 @@ def test_smaller_chunks_lower_the_peak_memory_of_a_long_prefill():
 def test_decode_between_chunks_must_be_a_bool():
     with pytest.raises(ValueError, match="decode_between_chunks"):
         SchedulerConfig(model_path=tiny_qwen3(), decode_between_chunks=1)
+
+
+# 重叠调度第 11 章才有：本章的树里只测关着的情形，第 11 章起两种都测
+OVERLAP_MODES = [False, True] if hasattr(minisgl.env.ENV, "DISABLE_OVERLAP_SCHEDULING") else [False]
+
+
+@pytest.mark.parametrize("overlap", OVERLAP_MODES)
+def test_a_duplicate_prefix_does_not_take_the_pages_a_chunked_request_reserved(overlap, monkeypatch):
+    """提示 [A, A, C]（各 4 个 token），max_tokens 1、6、8，20 页，每步最多算 4 个 token。
+    第一个 A 生成 1 个就结束，页进缓存可以逐出；第二个 A 不能替它锁住这些页——那是 C 分块时
+    预留里算着的页。第 11 章起重叠调度默认打开，MINISGL_DISABLE_OVERLAP_SCHEDULING=1 关掉。"""
+    monkeypatch.setenv("MINISGL_DISABLE_OVERLAP_SCHEDULING", "0" if overlap else "1")
+    path = tiny_qwen3()
+    a, c = [101, 102, 103, 104], [201, 202, 203, 204]
+    llm = LLM(path, max_running_req=4, page_size=1, num_page_override=20,
+              max_seq_len_override=32, max_extend_tokens=4)
+    assert getattr(llm, "overlap", False) == overlap
+    outs = llm.generate([a, a, c], [SamplingParams(max_tokens=n, ignore_eos=True) for n in (1, 6, 8)])
+    assert [o["token_ids"] for o in outs] == [hf_greedy(path, p, n) for p, n in ((a, 1), (a, 6), (c, 8))]
+    llm.cache_manager.check_integrity()
+    llm.shutdown()

@@ -416,6 +416,15 @@ def run_profile(llm, workload: Workload, top: int = 8) -> None:
 # ---------------------------------------------------------------------------- main
 
 
+def forward_threads(path: Path, workloads: list[Workload]) -> int:
+    """前向用几个 torch 线程：重叠时是工作线程上的，否则就是调度器线程上的。"""
+    llm = make_llm(path, workloads, 1, None)
+    worker = getattr(llm.engine, "worker", None)
+    n = worker.num_threads if worker is not None else torch.get_num_threads()
+    llm.shutdown()
+    return n
+
+
 def machine_load() -> str:
     """机器上别的进程抢不抢 CPU：1 分钟平均负载对核数。负载高时墙钟时间偏大，CPU 时间受影响小。"""
     return f"机器的 1 分钟平均负载 {os.getloadavg()[0]:.1f}（{os.cpu_count()} 个核）"
@@ -495,7 +504,9 @@ def main(argv: list[str] | None = None) -> int:
                                         args.seed + 1, prefix_len=args.prefix_len))
 
     overlap = "关" if os.environ.get("MINISGL_DISABLE_OVERLAP_SCHEDULING") else "开（若这棵树有）"
-    print(f"模型 {path.name}，float32，{torch.get_num_threads()} 个线程，贪心、不在 EOS 处停；"
+    # 重叠时前向在工作线程上，它的线程数由 Engine.start_worker 定（第 11 章起和调度器线程相同）
+    print(f"模型 {path.name}，float32，调度器线程 {torch.get_num_threads()} 个 torch 线程，"
+          f"前向 {forward_threads(path, workloads)} 个；贪心、不在 EOS 处停；"
           f"重叠调度{overlap}。数字随机器和负载而变；开始时{machine_load()}。")
     ids = torch.tensor([[FIRST_PLAIN_ID] * 8])  # 预热 HF
     with quiet_transformers(), torch.inference_mode():

@@ -3,8 +3,8 @@
 CPU 上这些路径要么不存在（流、事件、锁页内存），要么退化成普通的拷贝，所以各章的测试
 覆盖不到它们。有 GPU 时跑这一个脚本，检查：
 
-1. Engine 调用了 torch.cuda.set_device，它的流就是本卡的当前流（多卡时用最后一块卡，
-   相当于 rank ≥ 1 的进程）；
+1. Engine 调用了 torch.cuda.set_device，它的流是自己建的（不是默认流），并且是本卡的
+   当前流（多卡时用最后一块卡，相当于 rank ≥ 1 的进程）；
 2. 一步里的各个部件——分配槽位、注意力元数据、采样参数、前向加采样、还页——都不发生
    隐藏的同步（用 torch.cuda.set_sync_debug_mode 数出来，应当是 0 次）；
 3. copy_done 完成之后，锁页内存里的 CPU 副本与设备上的 token 相同；
@@ -142,6 +142,8 @@ def main() -> int:
                      f"当前设备 cuda:{torch.cuda.current_device()}")
         report.check(engine.stream == torch.cuda.current_stream(device),
                      "engine.stream 是本卡的当前流")
+        report.check(engine.stream != torch.cuda.default_stream(device),
+                     "engine.stream 是自己建的流，不是默认流（默认流和别的流隐式同步）")
         report.check(engine.sampler.generator.device == device, "采样器的 Generator 在本卡上")
     report.check(engine.page_table.device == device and engine.kv_cache.kv_buffer.device == device,
                  "页表与 KV 池在本卡上")

@@ -4,8 +4,7 @@
 - 每次读属性都现读 os.environ：测试和 notebook 会临时改环境变量，读到的永远是当前值。
 - 值写错就报错，指出是哪个变量、写了什么、应该写什么；悄悄退回默认值只会让人以为设置生效了。
 
-第 1 章只有日志级别一个变量；后面的章节用到新的设置时，在 Env 里各加一行
-（第 11 章：DISABLE_OVERLAP_SCHEDULING）。
+每个设置是 Env 里的一行 EnvVar（默认值、解析函数、合法的写法）；加一个设置就是在 Env 里加一行。
 """
 
 from __future__ import annotations
@@ -65,7 +64,7 @@ class Env:
     """全部 MINISGL_* 设置。"""
 
     LOG_LEVEL = EnvVar("INFO", _parse_level, "、".join(_LEVELS) + " 之一（不区分大小写）")
-    # 第 11 章：设为 1 时调度器不重叠，每一步等前向做完、处理完结果再排下一步
+    # 设为 1 时调度器不重叠，每一步等前向做完、处理完结果再排下一步
     DISABLE_OVERLAP_SCHEDULING = EnvVar(False, _parse_bool, "/".join(_TRUE + _FALSE) + " 之一")
 
 

@@ -15,6 +15,7 @@ import time
 import pytest
 import torch
 
+import minisgl.scheduler.scheduler as scheduler_module
 from minibook.hf import encode, hf_greedy
 from minibook.models import smollm2, tiny_qwen3
 from minisgl.core import SamplingParams
@@ -109,6 +110,65 @@ def test_overlap_with_a_shared_prefix_and_a_small_token_budget_equals_hf(monkeyp
     llm.shutdown()
 
 
+def penalized_greedy_reference(path, prompt: list[int], n: int, presence: float,
+                               frequency: float) -> list[int]:
+    """HF 的 logits 逐步加上 OpenAI 的惩罚再取 argmax：每一步按已生成的 token 重新数。"""
+    from minibook.hf import hf_logits
+
+    out: list[int] = []
+    for _ in range(n):
+        logits = hf_logits(path, prompt + out)[-1].clone()
+        for token in set(out):
+            logits[token] -= presence + frequency * out.count(token)
+        out.append(int(logits.argmax()))
+    return out
+
+
+@pytest.mark.parametrize("overlap", [True, False], ids=["overlap", "no_overlap"])
+def test_penalty_counts_follow_the_device_tokens_under_overlap(overlap, monkeypatch):
+    """重叠时第 N 步的 token 还没回到 CPU，第 N+1 步就发出了：惩罚的计数在设备上记，不能少算一步。"""
+    if overlap:
+        monkeypatch.delenv("MINISGL_DISABLE_OVERLAP_SCHEDULING", raising=False)
+    else:
+        monkeypatch.setenv("MINISGL_DISABLE_OVERLAP_SCHEDULING", "1")
+    path = smollm2()
+    # 贪心在这里会连着生成两个同样的 token：计数晚一步的话，第二个逃过了惩罚
+    prompt = encode(path, "a a a a a a a a a a a a")
+    llm = make_llm(path, max_running_req=2)
+    assert llm.overlap == overlap
+    n = 6
+    params = [SamplingParams(max_tokens=n, ignore_eos=True, presence_penalty=2.0,
+                             frequency_penalty=1.5),
+              SamplingParams(max_tokens=n, ignore_eos=True)]
+    outs = llm.generate([prompt, prompt], params)
+    llm.shutdown()
+    assert outs[0]["token_ids"] == penalized_greedy_reference(path, prompt, n, 2.0, 1.5)
+    assert outs[1]["token_ids"] == hf_greedy(path, prompt, n)
+    assert outs[0]["token_ids"] != outs[1]["token_ids"]  # 惩罚真的改变了输出
+
+
+def test_seeded_tokens_are_the_same_with_overlap_on_or_off_and_alone_or_crowded(monkeypatch):
+    path = tiny_qwen3()
+    prompts = [encode(path, t) for t in TEXTS]
+    mine = SamplingParams(max_tokens=10, ignore_eos=True, temperature=1.0, seed=2024,
+                          frequency_penalty=0.5, logprobs=True)
+    others = [SamplingParams(max_tokens=k, ignore_eos=True, temperature=0.8) for k in (3, 7, 5)]
+    runs = []
+    for overlap, crowded in [(True, True), (False, True), (True, False)]:
+        if overlap:
+            monkeypatch.delenv("MINISGL_DISABLE_OVERLAP_SCHEDULING", raising=False)
+        else:
+            monkeypatch.setenv("MINISGL_DISABLE_OVERLAP_SCHEDULING", "1")
+        # 2 行、小 token 预算：请求陆续进出、行被重用、长提示分块 prefill
+        llm = make_llm(path, max_running_req=2, max_extend_tokens=4)
+        batch = prompts if crowded else prompts[:1]
+        outs = llm.generate(batch, [mine] + others[: len(batch) - 1])
+        runs.append(outs[0]["token_ids"])
+        llm.shutdown()
+    assert runs[0] == runs[1] == runs[2], runs
+    assert len(set(runs[0])) > 2  # 真的在采样
+
+
 # ---------------------------------------------------------------- 引擎一侧：工作线程
 
 
@@ -128,6 +188,117 @@ def test_cpu_event_reraises_what_the_task_raised():
     with pytest.raises(ZeroDivisionError):
         event.synchronize()
     stream.close()
+
+
+def test_a_failed_task_fails_every_later_task_and_event():
+    """像 CUDA 的错误一样粘住：失败之后排着的任务不再执行，之后的事件和提交都抛同一个异常。"""
+    stream, ran = CpuStream(num_threads=1), []
+    gate = threading.Event()
+    stream.submit(gate.wait)
+    stream.submit(lambda: 1 / 0)
+    later = CpuEvent(stream.submit(lambda: ran.append("后面的任务")))
+    gate.set()
+    with pytest.raises(ZeroDivisionError):
+        later.synchronize()
+    with pytest.raises(ZeroDivisionError):
+        stream.submit(lambda: ran.append("失败之后提交的任务"))
+    with pytest.raises(ZeroDivisionError):
+        stream.synchronize()
+    assert ran == []
+    stream.close()  # 收尾不抛
+    stream.close()
+
+
+class InjectedError(RuntimeError):
+    pass
+
+
+def fail_on_call(fn, k: int):
+    """包一层：第 k 次调用（从 1 数）抛 InjectedError，其余照常。"""
+    calls = []
+
+    def wrapped(*args, **kwargs):
+        calls.append(None)
+        if len(calls) == k:
+            raise InjectedError(f"第 {k} 次调用注入的错误")
+        return fn(*args, **kwargs)
+
+    return wrapped
+
+
+@pytest.mark.parametrize("where", ["gather", "forward", "write_back"])
+def test_a_failure_on_the_worker_reaches_generate_not_garbage_tokens(where, monkeypatch):
+    """工作线程上取输入、前向、写回三处任何一处出错，异常都从 LLM.generate 抛出来。
+
+    吞掉它的话，调度器读到的是没人写过的结果张量（torch.empty），当成 token 交出去。
+    """
+    monkeypatch.delenv("MINISGL_DISABLE_OVERLAP_SCHEDULING", raising=False)
+    path = tiny_qwen3()
+    llm = make_llm(path)
+    if where == "gather":
+        monkeypatch.setattr(scheduler_module, "_gather_input_ids",
+                            fail_on_call(scheduler_module._gather_input_ids, 3))
+    elif where == "forward":
+        llm.engine._forward_and_sample = fail_on_call(llm.engine._forward_and_sample, 3)
+    else:  # token_pool 是张量：实例上的属性盖过方法
+        llm.token_pool.index_put_ = fail_on_call(llm.token_pool.index_put_, 3)
+    prompts = [encode(path, t) for t in TEXTS[:2]]
+    with pytest.raises(InjectedError):
+        llm.generate(prompts, SamplingParams(max_tokens=6, ignore_eos=True))
+    with pytest.raises(InjectedError):  # 出过错的"流"一直报这个错
+        llm.step()
+    with pytest.raises(InjectedError):  # shutdown 也报，但照样收尾：之后能建新的 LLM
+        llm.shutdown()
+    llm = make_llm(path)
+    assert llm.generate(prompts[:1], SamplingParams(max_tokens=3, ignore_eos=True))[0]["token_ids"] \
+        == hf_greedy(path, prompts[0], 3)
+    llm.shutdown()
+
+
+def test_the_worker_runs_in_inference_mode_with_all_threads(monkeypatch):
+    """工作线程上的任务在 inference_mode 里，用调用线程的全部 intra-op 线程。
+
+    服务在 torch.inference_mode() 里建调度器，token 池就是 inference 张量；inference_mode 只对
+    进入它的线程有效，工作线程要是不在里面，写回 token 池就是 "Inplace update to inference
+    tensor outside InferenceMode"。
+    """
+    monkeypatch.delenv("MINISGL_DISABLE_OVERLAP_SCHEDULING", raising=False)
+    path = tiny_qwen3()
+    prompts = [encode(path, t) for t in TEXTS]
+    threads, seen = torch.get_num_threads(), []
+    torch.set_num_threads(2)
+    try:
+        with torch.inference_mode():  # 和服务里一样：调度器在 inference_mode 里建、在里面跑
+            llm = make_llm(path)
+            assert llm.token_pool.is_inference()
+            llm.engine.enqueue(lambda: seen.append((torch.is_inference_mode_enabled(),
+                                                    torch.get_num_threads())))
+            outs = llm.generate(prompts, SamplingParams(max_tokens=5, ignore_eos=True))
+            llm.shutdown()
+    finally:
+        torch.set_num_threads(threads)
+    assert seen == [(True, 2)]
+    assert [o["token_ids"] for o in outs] == [hf_greedy(path, p, 5) for p in prompts]
+
+
+@pytest.mark.parametrize("preset,torch_first,expected", [
+    (None, False, "PASSIVE"),      # 默认：等的 OpenMP 线程马上睡
+    ("ACTIVE", False, "ACTIVE"),   # 用户自己设了的，照用户的
+    (None, True, None),            # torch 已经导入：OpenMP 读过环境变量了，设了也没用，就不设
+])
+def test_importing_minisgl_first_makes_waiting_openmp_threads_sleep(preset, torch_first, expected, monkeypatch):
+    """机器被别的进程占满时，忙等的 OpenMP 线程抢走干活的线程的核，2 个线程的 decode 塌掉一半以上
+    （examples/ch11_threads.py 量给你看）。新起一个解释器看 import minisgl 之后的环境变量。"""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    if preset:
+        env["OMP_WAIT_POLICY"] = preset
+    code = ("import torch\n" if torch_first else "") + "import os, minisgl; print(os.environ.get('OMP_WAIT_POLICY'))"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == str(expected)
 
 
 def test_forward_returns_at_launch_with_the_bookkeeping_done(monkeypatch):
@@ -244,4 +415,33 @@ def test_race4_abort_during_an_inflight_prefill_frees_once(monkeypatch):
     assert [t for t, _ in replies[1]] == hf_greedy(path, prompts[1], 5)
     llm.cache_manager.check_integrity()  # 空闲页 + 缓存持有的页 == 总页数
     assert llm.table_manager.available_size == 2 and not llm.finished_reqs
+    llm.shutdown()
+
+
+def test_abort_of_an_inflight_chunk_drops_its_uid_once(monkeypatch):
+    """取消一个分块算到一半、那一块还在途的请求：uid 随行和页一起，在延迟释放时注销一次。
+
+    取消时就注销、释放时再注销一次的话，两次之间用同一个 uid 进来的新请求会被第二次注销抹掉，
+    之后第三个同号的请求也能进来。
+    """
+    monkeypatch.delenv("MINISGL_DISABLE_OVERLAP_SCHEDULING", raising=False)
+    path = tiny_qwen3()
+    long_prompt = encode(path, " ".join(TEXTS))
+    short = encode(path, TEXTS[0])
+    assert len(long_prompt) > 8
+    llm = make_llm(path, max_extend_tokens=4)  # 长提示要分好几块
+    llm.add_req(0, ids(long_prompt), SamplingParams(max_tokens=4, ignore_eos=True))
+    assert llm.step() == []  # 第一块发出了，还在途
+    assert llm.abort_req(0)
+    with pytest.raises(ValueError, match="uid 重复"):  # 它的行和页还没还：uid 还占着
+        llm.add_req(0, ids(short), SamplingParams(max_tokens=3, ignore_eos=True))
+    assert llm.step() == []  # 在途的那一块做完：行和页还了，uid 随之注销
+    assert llm.table_manager.available_size == 4
+    llm.add_req(0, ids(short), SamplingParams(max_tokens=3, ignore_eos=True))
+    with pytest.raises(ValueError, match="uid 重复"):  # 新请求的登记还在
+        llm.add_req(0, ids(short), SamplingParams(max_tokens=3, ignore_eos=True))
+    replies = run_to_idle(llm)
+    assert [t for t, _ in replies[0]] == hf_greedy(path, short, 3)
+    llm.cache_manager.check_integrity()
+    assert not llm.known_uids and not llm.finished_reqs
     llm.shutdown()

@@ -29,6 +29,7 @@ from minisgl.message import (
     ExitMsg,
     RejectMsg,
     TokenizeMsg,
+    TokenLogprob,
     UserMsg,
     UserReply,
     deserialize_type,
@@ -89,7 +90,9 @@ def same(a, b) -> bool:
     return type(a) is type(b) and a == b
 
 
-SP = SamplingParams(temperature=0.7, top_k=20, top_p=0.9, ignore_eos=True, max_tokens=33)
+SP = SamplingParams(temperature=0.7, top_k=20, top_p=0.9, ignore_eos=True, max_tokens=33,
+                    seed=-(2**62), presence_penalty=0.5, frequency_penalty=-1.0, logprobs=True,
+                    top_logprobs=3)
 IDS = torch.tensor([1, 22, 333, 2**31 - 1], dtype=torch.int32)
 
 BACKEND = [
@@ -104,6 +107,8 @@ TOKENIZER = [
     TokenizeMsg(uid=2, text=[{"role": "user", "content": "hi"}], sampling_params=SamplingParams(),
                 stop=["\n\n", "。"]),
     DetokenizeMsg(uid=3, next_token=151645, finished=True),
+    DetokenizeMsg(uid=6, next_token=42, finished=False, logprob=-0.25, top_ids=[42, 7],
+                  top_logprobs=[-0.25, -1.5]),
     AbortMsg(uid=4),
     RejectMsg(uid=5, reason="提示词有 5000 个 token，超过上限 2048"),
     BatchTokenizerMsg(data=[DetokenizeMsg(uid=i, next_token=i * 10, finished=i == 2)
@@ -113,9 +118,26 @@ FRONTEND = [
     UserReply(uid=1, incremental_output="世界", finished=False),
     UserReply(uid=2, incremental_output="", finished=True, finish_reason="length", prompt_tokens=12,
               completion_tokens=4),
-    UserReply(uid=3, incremental_output="", finished=True, finish_reason="error", error="太长了"),
+    UserReply(uid=3, incremental_output="", finished=True, finish_reason="error", error="太长了",
+              error_code="context_length_exceeded"),
     BatchFrontendMsg(data=[UserReply(uid=9, incremental_output="a", finished=False)] * 2),
+    UserReply(uid=4, incremental_output="世", finished=False, logprobs=[
+        TokenLogprob("世", -0.5, list("世".encode()), [TokenLogprob("世", -0.5, [228, 184, 150]),
+                                                      TokenLogprob("\ufffd", -2.0, [239, 191, 189])])]),
 ]
+
+
+def test_logprobs_come_back_as_their_own_types():
+    """新 token 的 log 概率随 DetokenizeMsg 过去，解码出的候选随 UserReply 回来，类型不丢。"""
+    back = wire(TOKENIZER[3], BaseTokenizerMsg)
+    assert (back.logprob, back.top_ids, back.top_logprobs) == (-0.25, [42, 7], [-0.25, -1.5])
+    reply = wire(FRONTEND[-1], BaseFrontendMsg)
+    (entry,) = reply.logprobs
+    assert type(entry) is TokenLogprob and type(entry.top_logprobs[1]) is TokenLogprob
+    assert entry == FRONTEND[-1].logprobs[0] and bytes(entry.bytes).decode() == "世"
+    # 不要 logprobs 的消息不带这些字段的值：默认值在对面重新生成
+    plain = wire(TOKENIZER[2], BaseTokenizerMsg)
+    assert (plain.logprob, plain.top_ids) == (None, [])
 
 
 @pytest.mark.parametrize("base, msg", [(BaseBackendMsg, m) for m in BACKEND]

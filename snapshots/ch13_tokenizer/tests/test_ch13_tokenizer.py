@@ -451,3 +451,37 @@ def test_sigterm_stops_the_worker_cleanly(worker):
     proc.terminate()  # SIGTERM
     proc.join(20)
     assert proc.exitcode == 0
+
+
+def test_logprobs_travel_with_the_text_they_belong_to():
+    """每个 token 的 log 概率解码成 OpenAI 的 token / bytes；半个字的 token 等到文字发出时一起交。"""
+    manager = DetokenizeManager(TOK)
+    manager.add_req(5)
+    ids = TOK.encode("Hi") + byte_tokens(TOK, "世".encode()) + [EOS]
+    msgs = [DetokenizeMsg(5, t, i == len(ids) - 1, logprob=-0.1 * (i + 1), top_ids=[t, EOS],
+                          top_logprobs=[-0.1 * (i + 1), -5.0]) for i, t in enumerate(ids)]
+    outs = [out for m in msgs for out in manager.detokenize([m])]
+    sent = [(o.text, [e.logprob for e in o.logprobs]) for o in outs if o.text or o.logprobs]
+    n_hi = len(TOK.encode("Hi"))
+    # "世" 的三个字节 token 到第三个才有文字：三个 log 概率跟着 "世" 一起出来；EOS 不是文字，没有
+    assert sent[-1][0] == "世" and len(sent[-1][1]) == 3
+    entries = [e for o in outs for e in o.logprobs]
+    assert [e.logprob for e in entries] == pytest.approx([-0.1 * (i + 1) for i in range(len(ids) - 1)])
+    first = entries[0]
+    assert first.token == TOK.decode(ids[:1]) and bytes(first.bytes).decode() == first.token
+    assert [t.token for t in first.top_logprobs] == [first.token, TOK.eos_token]
+    assert entries[n_hi].token == REPLACEMENT  # 单独一个字节的 token 解不出完整的字（和 vLLM 一样）
+    # 没要 logprobs 的请求：一项也没有
+    manager.add_req(6)
+    assert all(o.logprobs == [] for o in run_manager(manager, 6, TOK.encode("Hi")))
+
+
+def test_skip_special_tokens_drops_them_from_the_text_only():
+    special = TOK.convert_tokens_to_ids("<|im_start|>")
+    ids = TOK.encode("Hi") + [special] + TOK.encode(" there") + [EOS]
+    for skip in (False, True):
+        manager = DetokenizeManager(TOK)
+        manager.add_req(1, ignore_eos=True, skip_special_tokens=skip)
+        text = "".join(o.text for o in run_manager(manager, 1, ids))
+        assert text == TOK.decode(ids, skip_special_tokens=skip)
+    assert "<|im_start|>" in TOK.decode(ids) and TOK.decode(ids, skip_special_tokens=True) == "Hi there"

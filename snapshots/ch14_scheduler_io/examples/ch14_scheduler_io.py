@@ -2,7 +2,7 @@
 
 本进程扮演 tokenizer 进程：bind "tokenizer"（收结果），connect "backend"（发请求）。
 rank 0 从 "backend" 收消息，经 PUB/SUB 原样转发给 rank 1，每一步的条数经 gloo 广播。
-两个 rank 的模型都是完整的（第 16 章才按 rank 切分），这里只看它们每一步拼出的批是否相同。
+两个 rank 的模型都是完整的（本章不按 rank 切分），这里只看它们每一步拼出的批是否相同。
 
 同样的流量跑两轮：
   1. decode 批按接纳的顺序（本书的 DecodeManager 用 dict）：两个 rank 每一步的批哈希相同；
@@ -245,7 +245,7 @@ def main() -> None:
             if first is not None:
                 rows0, rows1 = traces[0][first][2], traces[1][first][2]
                 mixed = sum(x != y for x, y in zip(rows0, rows1))
-                print(f"  第 {first} 步起两个 rank 的批不一样：若模型按 rank 切分（第 16 章），"
+                print(f"  第 {first} 步起两个 rank 的批不一样：若模型按 rank 切分，"
                       f"这一步的 all_reduce 会把 {mixed}/{len(rows0)} 行加到别的请求上")
             if order == "dict":
                 decode_times = [t1[0] - t0[0] for t0, t1 in zip(traces[0], traces[0][1:])

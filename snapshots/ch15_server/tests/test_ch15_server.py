@@ -5,8 +5,11 @@
   - 坏请求各得到一个 4xx 和 OpenAI 格式的错误，服务器照常服务；
   - 100 个并发请求全部完成，每个拿到的是自己的答案；
   - 流式读到一半断开：请求被取消，调度器空闲时 KV 页的账目对得上；
-  - 杀掉调度器：请求立刻得到 5xx，不挂住；SIGTERM：所有子进程退出，端口和 IPC 目录都释放。
-最后两个测试会弄坏服务器，所以放在最后（pytest 按文件顺序运行）。
+  - 非流式的客户端超时走了：生成期间就发现，请求被取消；
+  - SIGTERM：所有子进程退出，端口和 IPC 目录都释放（这个测试弄坏模块级的服务器，排在用它的测试之后）。
+另外几个测试各起自己的服务器：杀掉调度器（等待的请求 503，服务器退出码 1）、kill -9 启动器
+（子进程退出并删掉 IPC 目录）、KV 池放不下聊天模板（启动时报错）、长提示的块之间在跑的流照常
+decode、SIGSTOP 调度器（/health 503，等待的请求得到错误，服务器退出）。
 """
 
 from __future__ import annotations
@@ -94,43 +97,70 @@ class Server:
         pytest.fail(f"{timeout} 秒内日志里没有出现 {pattern!r}；日志末尾：\n{self.log()[-3000:]}")
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory) -> Server:
-    log_path = tmp_path_factory.mktemp("ch15") / "server.log"
+def start_server(log_path: Path, *flags: str, wait_ready: bool = True) -> Server:
+    """起 `python -m minisgl`（小 KV 池），等 /v1/models 能访问。"""
     port = free_port()
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
     cmd = [sys.executable, "-m", "minisgl", "--model-path", str(MODEL), "--port", str(port),
-           "--num-pages", str(NUM_PAGES), "--max-running-requests", "32"]
+           "--num-pages", str(NUM_PAGES), "--max-running-requests", "32", *flags]
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
     server = Server(proc, port, log_path)
-    family: set[int] = set()
+    if wait_ready:
+        try:
+            wait_until_ready(server)
+        except BaseException:
+            stop_server(server, descendants(proc.pid))
+            raise
+    return server
+
+
+def wait_until_ready(server: Server) -> None:
+    deadline = time.monotonic() + STARTUP_DEADLINE
+    while True:
+        if server.proc.poll() is not None:
+            pytest.fail(f"服务器启动时退出了（{server.proc.returncode}）：\n{server.log()[-3000:]}")
+        try:
+            if httpx.get(f"{server.url}/v1/models", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline:
+            pytest.fail(f"服务器 {STARTUP_DEADLINE} 秒内没有就绪：\n{server.log()[-3000:]}")
+        time.sleep(0.3)
+
+
+def stop_server(server: Server, family: set[int]) -> None:
+    """测试结束：还活着就 SIGTERM；万一有漏网的子进程，别留下孤儿。"""
+    proc = server.proc
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+    for pid in family | descendants(proc.pid):
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def wait_until_gone(pids: set[int], timeout: float = 60.0) -> list[int]:
+    """等这些进程都退出（防挂死的上限，不是计时断言），返回还活着的。"""
+    deadline = time.monotonic() + timeout
+    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return [pid for pid in pids if alive(pid)]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory) -> Server:
+    server = start_server(tmp_path_factory.mktemp("ch15") / "server.log")
+    family = descendants(server.proc.pid)
     try:
-        deadline = time.monotonic() + STARTUP_DEADLINE
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"服务器启动时退出了（{proc.returncode}）：\n{server.log()[-3000:]}")
-            try:
-                if httpx.get(f"{server.url}/v1/models", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"服务器 {STARTUP_DEADLINE} 秒内没有就绪：\n{server.log()[-3000:]}")
-            time.sleep(0.3)
-        family = descendants(proc.pid)
         yield server
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
-        for pid in family | descendants(proc.pid):  # 万一有漏网的子进程：别留下孤儿
-            if alive(pid):
-                os.kill(pid, signal.SIGKILL)
+        stop_server(server, family)
 
 
 @pytest.fixture(scope="module")
@@ -258,6 +288,234 @@ def test_sampling_params_reach_the_sampler(server):
     assert hot != {greedy}, "temperature=2 三次都和贪心一样：温度没有传到采样器"
 
 
+# ---------------------------------------------------------------- seed、n、logprobs、惩罚
+
+
+def test_seed_makes_sampling_reproducible(server):
+    client = openai_client(server)
+    kwargs = dict(model=MODEL.name, prompt="Once upon a time,", max_tokens=10, temperature=1.0)
+    a = {client.completions.create(seed=7, **kwargs).choices[0].text for _ in range(2)}
+    assert len(a) == 1, a  # 同一个 seed：同样的回答
+    others = {client.completions.create(seed=s, **kwargs).choices[0].text for s in (8, 9, 10)}
+    assert others - a, "换了 3 个 seed 都和 seed=7 一样：seed 没有传到采样器"
+    chat = [client.chat.completions.create(model=MODEL.name, messages=CHAT, max_tokens=10,
+                                           temperature=1.0, seed=-3).choices[0].message.content
+            for _ in range(2)]
+    assert chat[0] == chat[1]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["non_stream", "stream"])
+def test_n_choices_with_seed_are_indexed_and_reproducible(server, stream):
+    client = openai_client(server)
+    kwargs = dict(model=MODEL.name, prompt="My favourite animal is", max_tokens=8, temperature=1.0,
+                  seed=11, n=3, extra_body={"ignore_eos": True})
+    ref = client.completions.create(**kwargs)
+    assert [c.index for c in ref.choices] == [0, 1, 2]
+    texts = [c.text for c in ref.choices]
+    assert len(set(texts)) > 1, texts  # seed+i：每个回答一串自己的随机数
+    assert ref.usage.completion_tokens == 3 * 8  # 提示只算一次，回答的 token 相加
+    assert ref.usage.total_tokens == ref.usage.prompt_tokens + 24
+    if stream:
+        chunks = list(client.completions.create(stream=True, stream_options={"include_usage": True},
+                                                **kwargs))
+        pieces: dict[int, str] = {}
+        for c in chunks:
+            for choice in c.choices:
+                pieces[choice.index] = pieces.get(choice.index, "") + choice.text
+        assert [pieces[i] for i in range(3)] == texts  # 流式按 index 拼起来 = 非流式
+        assert chunks[-1].usage.completion_tokens == 24
+    else:
+        again = client.completions.create(**kwargs)
+        assert [c.text for c in again.choices] == texts
+    # n 个回答的第一个和单独发的同一个 seed 一样
+    single = client.completions.create(**{**kwargs, "n": 1})
+    assert single.choices[0].text == texts[0]
+
+
+def test_n_chat_choices_without_seed_differ(server):
+    out = openai_client(server).chat.completions.create(
+        model=MODEL.name, messages=CHAT, max_tokens=8, temperature=1.2, n=4)
+    assert [c.index for c in out.choices] == [0, 1, 2, 3]
+    assert len({c.message.content for c in out.choices}) > 1
+
+
+def test_n_choices_share_the_prompt_pages(server, tokenizer):
+    """n=4 的提示只占一份 KV 页：第 0 个回答算完提示，其余 3 个在前缀缓存里借它的页。
+
+    页在服务器里看不见，所以用接纳来看：4 个回答还在生成时，发一个要很多页的探测请求。
+    KV 池放得下“1 份提示 + 4 个回答”再加探测，放不下“4 份提示 + 4 个回答”再加探测（接纳时
+    按最坏情况预留页，见第 8 章）。提示的页共用时，探测马上被接纳，它的回复比 4 个回答的大部分
+    token 先到；每个回答各占一份提示的页时，探测要等 4 个回答都结束、还回页才能接纳，之后
+    不会再有回答的 token。比的是先后，不是时间。
+    """
+    import random
+    import threading
+
+    from minisgl.server.args import ServerArgs
+
+    rng = random.Random(1415)  # 随机的词：不会命中前缀缓存里别的测试留下的内容
+    words = "river stone lamp cloud bread violin garden mirror candle forest ladder".split()
+    prompt = "Story: " + " ".join(rng.choice(words) for _ in range(50))
+    p, n, m = len(tokenizer.encode(prompt)), 4, 64
+    shared = (p + m - 1) + (n - 1) * m  # 第 0 个从头算；其余的借来 p-1 个 token，各自再要 m 页
+    separate = n * (p + m - 1)  # 每个回答都从头算提示
+    # 4 份提示能在同一步算完、同时放进池里：分开算是可能的，这个测试才分得出两种做法
+    assert p * n <= ServerArgs.max_extend_tokens and separate < NUM_PAGES
+    window = (NUM_PAGES - separate, NUM_PAGES - shared)  # 探测的页数在这之间：共用时放得下，分开时放不下
+    probe_words = "north south east west".split()
+    probe = "Map:" + "".join(" " + rng.choice(probe_words) for _ in range(sum(window) // 2))
+    probe_pages = len(tokenizer.encode(probe))  # 只生成 1 个 token：最坏情况就是提示这么多页（页大小 1）
+    assert window[0] < probe_pages <= window[1], (probe_pages, window)
+
+    arrivals: list[float] = []  # 4 个回答的每一块文字到达的时刻
+    probe_done: list[float] = []
+    probe_reply: list[httpx.Response] = []
+
+    def send_probe() -> None:
+        body = {"prompt": probe, "max_tokens": 1, "temperature": 0}
+        probe_reply.append(httpx.post(server.url + "/v1/completions", json=body, timeout=300))
+        probe_done.append(time.monotonic())
+
+    body = {"prompt": prompt, "n": n, "max_tokens": m, "temperature": 1.0, "seed": 3,
+            "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
+    prober = threading.Thread(target=send_probe)
+    usage = None
+    with httpx.Client(base_url=server.url, timeout=300) as client:
+        with client.stream("POST", "/v1/completions", json=body) as r:
+            assert r.status_code == 200  # 响应头到了：4 个回答都已经有了第一段回复
+            prober.start()
+            for line in r.iter_lines():  # 边到边记，不等整个流读完
+                if not line.startswith("data: {"):
+                    continue
+                event = json.loads(line[6:])
+                if event["choices"] and event["choices"][0]["text"]:
+                    arrivals.append(time.monotonic())
+                usage = event.get("usage") or usage
+    prober.join(timeout=300)
+    assert probe_reply and probe_reply[0].status_code == 200, probe_reply
+    assert probe_reply[0].json()["usage"]["prompt_tokens"] == probe_pages
+    assert usage["prompt_tokens"] == p and usage["completion_tokens"] == n * m, usage
+    after = sum(t > probe_done[0] for t in arrivals)
+    assert after >= n * m // 4, (
+        f"探测请求的回复之后只到了 {after} 块回答的文字（共 {len(arrivals)} 块）：它是等 {n} 个回答"
+        f"结束、还回页之后才被接纳的，提示的页没有共用")
+
+
+def hf_logprob_rows(prompt_ids: list[int], generated: list[int]):
+    from minibook.hf import hf_logits
+
+    return hf_logits(MODEL, prompt_ids + generated).log_softmax(-1)[len(prompt_ids) - 1:]
+
+
+def check_entries(tokenizer, entries, generated, ref, k):
+    """entries[i] = (token 文字, logprob, [(候选文字, logprob)])，和 HF 的 log_softmax 比。"""
+    assert len(entries) == len(generated)
+    for i, (token, logprob, top) in enumerate(entries):
+        assert token == tokenizer.decode([generated[i]])
+        assert logprob == pytest.approx(float(ref[i, generated[i]]), abs=2e-3)
+        values, ids = ref[i].topk(k)
+        assert [t for t, _ in top] == [tokenizer.decode([j]) for j in ids.tolist()]
+        assert [v for _, v in top] == pytest.approx(values.tolist(), abs=2e-3)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["non_stream", "stream"])
+def test_chat_logprobs_equal_hf_log_softmax(server, tokenizer, stream):
+    prompt = chat_ids(tokenizer, CHAT)
+    n = 6
+    generated = hf_tokens(prompt, n)
+    assert tokenizer.eos_token_id not in generated
+    ref = hf_logprob_rows(prompt, generated)
+    out = openai_client(server).chat.completions.create(
+        model=MODEL.name, messages=CHAT, max_tokens=n, temperature=0, logprobs=True,
+        top_logprobs=3, stream=stream)
+    if stream:
+        content = [e for c in out if c.choices and c.choices[0].logprobs
+                   for e in c.choices[0].logprobs.content]
+    else:
+        content = out.choices[0].logprobs.content
+    for e in content:
+        assert e.bytes == list(e.token.encode("utf-8", errors="replace"))
+    check_entries(tokenizer, [(e.token, e.logprob, [(t.token, t.logprob) for t in e.top_logprobs])
+                              for e in content], generated, ref, 3)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["non_stream", "stream"])
+def test_completion_logprobs_equal_hf_log_softmax(server, tokenizer, stream):
+    prompt = "The capital of France is"
+    ids = tokenizer.encode(prompt)
+    n = 5
+    generated = hf_tokens(ids, n)
+    ref = hf_logprob_rows(ids, generated)
+    out = openai_client(server).completions.create(model=MODEL.name, prompt=prompt, max_tokens=n,
+                                                   temperature=0, logprobs=2, stream=stream)
+    tokens, values, tops, offsets, text = [], [], [], [], ""
+    for c in (out if stream else [out]):
+        lp = c.choices[0].logprobs
+        text += c.choices[0].text
+        if lp is None:
+            continue
+        tokens += lp.tokens
+        values += lp.token_logprobs
+        tops += lp.top_logprobs
+        offsets += lp.text_offset
+    check_entries(tokenizer, [(t, v, list(top.items())) for t, v, top in zip(tokens, values, tops)],
+                  generated, ref, 2)
+    assert "".join(tokens) == text
+    assert offsets == [len("".join(tokens[:i])) for i in range(len(tokens))]
+
+
+def test_no_logprobs_unless_asked(server):
+    out = openai_client(server).completions.create(model=MODEL.name, prompt="hi", max_tokens=2)
+    assert out.choices[0].logprobs is None
+    out = openai_client(server).chat.completions.create(model=MODEL.name, messages=CHAT,
+                                                        max_tokens=2)
+    assert out.choices[0].logprobs is None
+
+
+def test_penalties_change_the_output(server):
+    client = openai_client(server)
+    kwargs = dict(model=MODEL.name, prompt="a a a a a a a a a a a a", max_tokens=8, temperature=0,
+                  extra_body={"ignore_eos": True})
+    plain = client.completions.create(**kwargs).choices[0].text
+    freq = client.completions.create(frequency_penalty=2.0, **kwargs).choices[0].text
+    pres = client.completions.create(presence_penalty=2.0, **kwargs).choices[0].text
+    assert freq != plain and pres != plain, (plain, freq, pres)
+    assert client.completions.create(frequency_penalty=0.0, **kwargs).choices[0].text == plain
+
+
+def test_skip_special_tokens_like_vllm(server, tokenizer):
+    """默认（vLLM 的 True）回答里没有特殊 token；ignore_eos 生成过 EOS 之后，False 时看得到它。"""
+    prompt = chat_ids(tokenizer, CHAT)
+    ref = hf_tokens(prompt, 24)
+    assert tokenizer.eos_token_id in ref  # 这个问题的贪心回答在 24 个 token 内结束
+    client = openai_client(server)
+    texts = {}
+    for skip in (True, False):
+        out = client.chat.completions.create(
+            model=MODEL.name, messages=CHAT, max_tokens=24, temperature=0,
+            extra_body={"ignore_eos": True, "skip_special_tokens": skip})
+        texts[skip] = out.choices[0].message.content
+    assert texts[False] == tokenizer.decode(ref)
+    assert texts[True] == tokenizer.decode(ref, skip_special_tokens=True)
+    assert tokenizer.eos_token in texts[False] and tokenizer.eos_token not in texts[True]
+
+
+def test_harmless_fields_are_accepted_and_unknown_model_is_404(server):
+    from openai import NotFoundError
+
+    client = openai_client(server)
+    out = client.chat.completions.create(model=MODEL.name, messages=CHAT, max_tokens=2,
+                                         store=False, metadata={"team": "book"},
+                                         service_tier="auto", user="u")
+    assert out.usage.completion_tokens == 2
+    with pytest.raises(NotFoundError) as info:
+        client.chat.completions.create(model="gpt-4o", messages=CHAT, max_tokens=2)
+    assert info.value.body["code"] == "model_not_found"
+    r = httpx.post(server.url + "/v1/completions", json={"prompt": "hi", "model": "nope"},
+                   timeout=60)
+    assert r.status_code == 404 and r.json()["error"]["param"] == "model", r.text
+
+
 # ---------------------------------------------------------------- 坏请求：4xx + OpenAI 错误体
 
 
@@ -271,7 +529,8 @@ BAD_REQUESTS = {
     "missing_prompt": ("/v1/completions", {"max_tokens": 3}, "prompt"),
     "temperature_too_high": ("/v1/completions", {"prompt": "hi", "temperature": 5}, "temperature"),
     "top_k_zero": ("/v1/completions", {"prompt": "hi", "top_k": 0}, "top_k"),
-    "n_two": ("/v1/completions", {"prompt": "hi", "n": 2}, "n"),
+    "n_zero": ("/v1/completions", {"prompt": "hi", "n": 0}, "n"),
+    "n_too_many": ("/v1/completions", {"prompt": "hi", "n": 17}, "n"),
     "empty_prompt": ("/v1/completions", {"prompt": ""}, "空"),
     "prompt_too_long": ("/v1/completions", {"prompt": "hello " * NUM_PAGES, "max_tokens": 4},
                         "prompt"),
@@ -281,10 +540,23 @@ BAD_REQUESTS = {
                                b'{"messages": [{"role": "user", "content": "hi \\ud800"}]}',
                                "messages.0.content"),
     "lone_surrogate_stop": ("/v1/completions", b'{"prompt": "hi", "stop": "\\udc00"}', "stop"),
+    "invalid_utf8": ("/v1/completions", b'{"prompt": "hi \xff\xfe"}', "UTF-8"),
     "huge_max_tokens": ("/v1/completions", {"prompt": "hi", "max_tokens": 10**20}, "max_tokens"),
     "huge_top_k": ("/v1/completions", {"prompt": "hi", "top_k": 10**20}, "top_k"),
-    "presence_penalty": ("/v1/chat/completions", {"messages": CHAT, "presence_penalty": 1.0},
-                         "presence_penalty"),
+    "presence_penalty_too_big": ("/v1/chat/completions", {"messages": CHAT,
+                                                          "presence_penalty": 2.5},
+                                 "presence_penalty"),
+    "frequency_penalty_string": ("/v1/completions", {"prompt": "hi", "frequency_penalty": "1"},
+                                 "frequency_penalty"),
+    "seed_too_big": ("/v1/completions", {"prompt": "hi", "seed": 2**63}, "seed"),
+    "seed_float": ("/v1/completions", {"prompt": "hi", "seed": 1.5}, "seed"),
+    "top_logprobs_without_logprobs": ("/v1/chat/completions", {"messages": CHAT, "top_logprobs": 2},
+                                      "top_logprobs"),
+    "top_logprobs_too_many": ("/v1/chat/completions", {"messages": CHAT, "logprobs": True,
+                                                       "top_logprobs": 21}, "top_logprobs"),
+    "completion_logprobs_bool": ("/v1/completions", {"prompt": "hi", "logprobs": True},
+                                 "logprobs"),
+    "echo": ("/v1/completions", {"prompt": "hi", "echo": True}, "echo"),
     "stream_options_without_stream": ("/v1/completions", {
         "prompt": "hi", "stream_options": {"include_usage": True}}, "stream_options"),
     "two_prompts": ("/v1/completions", {"prompt": ["a", "b"]}, "prompt"),
@@ -314,6 +586,13 @@ def test_bad_request_gets_openai_error(server, name):
 def test_body_over_limit_gets_413_and_server_keeps_serving(server):
     big = b'{"prompt": "' + b"a" * (5 * 2**20) + b'"}'
     r = httpx.post(server.url + "/v1/completions", content=big,
+                   headers={"content-type": "application/json"}, timeout=60)
+    assert r.status_code == 413 and "MiB" in r.json()["error"]["message"], r.text
+
+    def chunks():  # 分块传输：没有 Content-Length，边收边数
+        for _ in range(5):
+            yield b" " * 2**20
+    r = httpx.post(server.url + "/v1/completions", content=chunks(),
                    headers={"content-type": "application/json"}, timeout=60)
     assert r.status_code == 413 and "MiB" in r.json()["error"]["message"], r.text
     # 没超过体积上限、但字符数一看就放不下的提示：在 tokenizer 进程里分词之前就拒绝
@@ -442,21 +721,32 @@ def test_client_disconnect_aborts_and_pages_come_back(server):
             assert len([line for _, line in zip(range(4), (x for x in r.iter_lines() if x))]) == 4
 
 
+def test_non_stream_client_that_times_out_is_cancelled_while_tokens_flow(server):
+    """非流式的客户端超时走了（openai 的 timeout，再重试一次）：两次尝试的生成都被取消。
+
+    生成期间回复一段段地来（只是不发给客户端），所以不能只在"一阵子没有回复"时才去看连接。
+    """
+    import openai
+    from openai import OpenAI
+
+    start = len(server.log())
+    client = OpenAI(base_url=f"{server.url}/v1", api_key="unused", timeout=3, max_retries=1)
+    with pytest.raises(openai.APITimeoutError):  # 不取消的话要生成 ~1000 个 token，远超 3 秒
+        client.completions.create(model=MODEL.name, prompt="Once upon a time", temperature=0,
+                                  max_tokens=NUM_PAGES - 16, extra_body={"ignore_eos": True})
+    deadline = time.monotonic() + 60  # 防挂死，不是计时断言
+    while len(uids := re.findall(r"客户端断开，取消请求 (\d+)", server.log()[start:])) < 2:
+        assert time.monotonic() < deadline, f"没有取消两次尝试的请求：\n{server.log()[start:][-3000:]}"
+        time.sleep(0.1)
+    for uid in uids:  # 调度器真的拿掉了它们，而不是生成完才结束
+        server.wait_for_log(rf"请求 {uid} 已取消", start)
+    check = server.wait_for_log(r"KV 页核对通过\D*(\d+)\D+(\d+)\D+(\d+)",
+                                start + server.log()[start:].rindex("已取消"))
+    free, cached, total = map(int, check.groups())
+    assert free + cached == total == NUM_PAGES
+
+
 # ---------------------------------------------------------------- 后端死了：立刻 5xx；SIGTERM：全部退出
-
-
-def test_dead_scheduler_fails_fast_with_5xx(server):
-    pid = int(re.search(r"已启动调度器 rank 0（pid (\d+)）", server.log()).group(1))
-    assert alive(pid)
-    os.kill(pid, signal.SIGKILL)
-    server.wait_for_log(rf"调度器 rank 0（pid {pid}）意外退出")
-    # 超时给得很宽：挂住的请求会在这里失败（没有 503 就是超时），而不是断言一个时间
-    r = httpx.post(server.url + "/v1/completions", json={"prompt": "hi", "max_tokens": 3},
-                   timeout=30)
-    assert r.status_code == 503 and r.json()["error"]["type"] == "server_error"
-    assert "调度器" in r.json()["error"]["message"]
-    assert httpx.get(server.url + "/health", timeout=10).status_code == 503
-    assert httpx.get(server.url + "/v1/models", timeout=10).status_code == 200  # 进程本身还活着
 
 
 def test_sigterm_stops_every_child_and_frees_port(server):
@@ -476,6 +766,174 @@ def test_sigterm_stops_every_child_and_frees_port(server):
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(("127.0.0.1", server.port))
         s.listen()
+
+
+def read_sse(r: httpx.Response) -> list[dict]:
+    return [json.loads(line[6:]) for line in r.iter_lines() if line.startswith("data: {")]
+
+
+def test_dead_scheduler_fails_waiters_with_5xx_then_the_server_exits(tmp_path):
+    """调度器死了：在等的请求立刻得到 503（不挂住），然后服务器以退出码 1 退出，不留进程和 IPC 目录。
+
+    像 vLLM、SGLang 那样退出，而不是一直开着、对什么请求都回 503：外面的人（systemd、k8s）才知道要重启它。
+    """
+    server = start_server(tmp_path / "server.log")
+    family = descendants(server.proc.pid)
+    try:
+        ipc_dir = re.search(r"ZMQ 地址放在 (\S+)（", server.log()).group(1)
+        pid = int(re.search(r"已启动调度器 rank 0（pid (\d+)）", server.log()).group(1))
+        body = {"prompt": "Once upon a time", "max_tokens": NUM_PAGES - 16, "temperature": 0,
+                "ignore_eos": True, "stream": True}
+        # 超时给得很宽：挂住的请求会在这里失败（没有 error 事件就是超时），而不是断言一个时间
+        with httpx.Client(base_url=server.url, timeout=60) as client:
+            with client.stream("POST", "/v1/completions", json=body) as r:
+                assert r.status_code == 200
+                lines = r.iter_lines()
+                next(x for x in lines if x.startswith("data: {"))  # 已经在生成了
+                os.kill(pid, signal.SIGKILL)
+                events = [json.loads(x[6:]) for x in lines if x.startswith("data: {")]
+        assert "error" in events[-1] and "调度器" in events[-1]["error"]["message"], events[-3:]
+        server.proc.wait(timeout=60)
+        assert server.proc.returncode == 1, server.log()[-3000:]
+        assert re.search(rf"错误：调度器 rank 0（pid {pid}）意外退出.*服务器退出", server.log()), \
+            server.log()[-3000:]
+        assert not wait_until_gone(family), "服务器退出之后还有子进程活着"
+        assert not Path(ipc_dir).exists(), "IPC 临时目录没有删掉"
+    finally:
+        stop_server(server, family)
+
+
+def test_killed_launcher_holds_port_while_loading_and_children_clean_up(tmp_path):
+    """启动器在加载模型之前就占住端口；启动器被 kill -9（来不及收尾）：子进程跟着退出，并删掉 IPC 目录。"""
+    server = start_server(tmp_path / "server.log", wait_ready=False)
+    family: set[int] = set()
+    try:
+        server.wait_for_log(r"已启动调度器 rank 0", timeout=STARTUP_DEADLINE)
+        with socket.socket() as s:  # 加载期间别的程序占不走这个端口（uvicorn 到时就不会绑定失败）
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            with pytest.raises(OSError):
+                s.bind(("127.0.0.1", server.port))
+                s.listen()
+        wait_until_ready(server)
+        ipc_dir = re.search(r"ZMQ 地址放在 (\S+)（", server.log()).group(1)
+        family = descendants(server.proc.pid)
+        assert family and Path(ipc_dir).is_dir()
+        server.proc.kill()
+        server.proc.wait(timeout=30)
+        assert not wait_until_gone(family), "启动器被 kill -9 之后还有子进程活着"
+        deadline = time.monotonic() + 30  # 防挂死的上限
+        while Path(ipc_dir).exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not Path(ipc_dir).exists(), "启动器被 kill -9 之后 IPC 目录还在"
+    finally:
+        stop_server(server, family)
+
+
+def test_pool_too_small_for_the_chat_template_is_a_startup_error():
+    """KV 池小到连聊天模板加一句问话都放不下：启动时就报错退出，而不是起来之后拒绝每个对话。"""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "minisgl", "--model-path", str(MODEL),
+                             "--num-pages", "16", "--port", str(free_port())],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        _, err = proc.communicate(timeout=STARTUP_DEADLINE)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 1, err[-2000:]
+    assert re.search(r"错误：.*最多 16 个 token.*聊天模板.*--num-pages", err), err[-2000:]
+    pids = [int(p) for p in re.findall(r"已启动.+?（pid (\d+)）", err)]
+    assert len(pids) == 2 and not wait_until_gone(set(pids))
+
+
+# ---------------------------------------------------------------- 长提示不卡住别的流；卡住的后端
+
+
+@pytest.fixture(scope="module")
+def chunky_server(tmp_path_factory) -> Server:
+    """块很小（32 个 token）、看守 10 秒的服务器：长提示切成很多块；最后被 SIGSTOP 弄坏。"""
+    server = start_server(tmp_path_factory.mktemp("ch15-chunky") / "server.log",
+                          "--max-prefill-length", "32", "--watchdog-timeout", "10")
+    family = descendants(server.proc.pid)
+    try:
+        yield server
+    finally:
+        stop_server(server, family)
+
+
+def test_running_streams_decode_between_the_chunks_of_a_long_prompt(chunky_server):
+    """服务的默认设置：长提示的两块之间，在跑的请求走一步 decode（看 token 到达，不计时）。
+
+    约 900 个 token 的提示切成约 28 块。块接着块算的话（上游的顺序），这期间流里一个 token 也没有；
+    两块之间 decode 一步，就有二十几个。
+    """
+    import random
+    import threading
+
+    server = chunky_server
+    arrivals: list[float] = []
+    started = threading.Event()
+    body = {"prompt": "Once upon a time", "max_tokens": 120, "temperature": 0,
+            "ignore_eos": True, "stream": True}
+
+    def stream() -> None:
+        with httpx.Client(base_url=server.url, timeout=120) as client:
+            with client.stream("POST", "/v1/completions", json=body) as r:
+                for line in r.iter_lines():
+                    if line.startswith("data: {"):
+                        arrivals.append(time.monotonic())
+                        started.set()
+
+    reader = threading.Thread(target=stream)
+    reader.start()
+    try:
+        assert started.wait(60)
+        rng = random.Random(15)  # 随机的词：不会命中前缀缓存
+        words = "time year people way day man thing woman life child world school state".split()
+        prompt = " ".join(rng.choice(words) for _ in range(900))
+        sent = time.monotonic()
+        r = httpx.post(server.url + "/v1/completions", json={"prompt": prompt, "max_tokens": 1},
+                       timeout=120)
+        done = time.monotonic()
+        assert r.status_code == 200 and r.json()["usage"]["prompt_tokens"] > 800, r.text
+    finally:
+        reader.join(timeout=120)
+    during = sum(sent < t < done for t in arrivals)
+    assert during >= 10, f"长提示 prefill 期间流里只到了 {during} 个 token：块之间没有 decode"
+
+
+def test_stopped_scheduler_makes_health_503_and_waiters_fail_then_exits(chunky_server):
+    """调度器被 SIGSTOP（进程还在，只是不动了）：看守线程发现不了。
+
+    有请求在等、后端 --watchdog-timeout 秒没有任何回复，就当它卡住了：/health 的探测请求
+    和正在流式生成的请求都得到错误，然后服务器以退出码 1 退出，不留进程。
+    """
+    import threading
+
+    server = chunky_server
+    family = descendants(server.proc.pid)
+    assert httpx.get(server.url + "/health", timeout=60).status_code == 200
+    pid = int(re.search(r"已启动调度器 rank 0（pid (\d+)）", server.log()).group(1))
+    health: list[httpx.Response] = []
+    body = {"prompt": "Once upon a time", "max_tokens": NUM_PAGES - 16, "temperature": 0,
+            "ignore_eos": True, "stream": True}
+    with httpx.Client(base_url=server.url, timeout=120) as client:
+        with client.stream("POST", "/v1/completions", json=body) as r:
+            lines = r.iter_lines()
+            next(x for x in lines if x.startswith("data: {"))  # 已经在生成了
+            os.kill(pid, signal.SIGSTOP)
+            probe = threading.Thread(target=lambda: health.append(
+                httpx.get(server.url + "/health", timeout=120)))
+            probe.start()
+            events = [json.loads(x[6:]) for x in lines if x.startswith("data: {")]
+            probe.join(timeout=120)
+    assert "error" in events[-1] and "没有任何回复" in events[-1]["error"]["message"], events[-3:]
+    assert health and health[0].status_code == 503 and "没有任何回复" in health[0].text
+    server.proc.wait(timeout=60)
+    assert server.proc.returncode == 1, server.log()[-3000:]
+    assert re.search(r"错误：.*秒没有任何回复.*服务器退出", server.log()), server.log()[-3000:]
+    assert not wait_until_gone(family), "服务器退出之后还有子进程活着（被 SIGSTOP 的调度器也要结束）"
 
 
 def test_child_dying_at_startup_is_a_clear_error(tmp_path):
@@ -530,7 +988,7 @@ class FakeTokenizerProcess:
 
 def test_shell_multi_turn_reset_and_exit(monkeypatch, capsys):
     from minisgl.message import TokenizeMsg
-    from minisgl.server.api_server import FrontendManager, ServedModel
+    from minisgl.server.frontend import FrontendManager, ServedModel
     from minisgl.server.shell import run_shell
 
     fake = FakeTokenizerProcess()
@@ -553,7 +1011,7 @@ def test_shell_multi_turn_reset_and_exit(monkeypatch, capsys):
 def test_frontend_routes_replies_aborts_and_fails_fast():
     from minisgl.core import SamplingParams
     from minisgl.message import AbortMsg
-    from minisgl.server.api_server import BackendUnavailable, FrontendManager
+    from minisgl.server.frontend import BackendUnavailable, FrontendManager
 
     async def scenario():
         fake = FakeTokenizerProcess()
@@ -592,11 +1050,18 @@ def test_flags_map_to_server_args_and_errors_are_chinese(capsys):
     assert (args.num_page_override, args.page_size, args.max_running_req) == (64, 4, 5)
     assert (args.cache_type, args.max_extend_tokens) == ("naive", 128)
     assert (args.server_host, args.server_port, args.shell_mode) == ("0.0.0.0", 8000, False)
+    # 服务的默认：长提示切成小块，两块之间让在跑的请求 decode 一步（离线的 LLM 照旧是上游的顺序）
+    default = parse_args(["--model-path", str(MODEL)])
+    assert (default.decode_between_chunks, default.max_extend_tokens) == (True, 256)
+    assert default.watchdog_timeout == 60
+    off = parse_args(["--model-path", str(MODEL), "--no-decode-between-chunks", "--watchdog-timeout", "5"])
+    assert (off.decode_between_chunks, off.watchdog_timeout) == (False, 5)
     assert parse_args(["--model-path", str(MODEL), "--shell-mode"]).max_running_req == 1
     for argv, words in [(["--port", "abc"], "整数"), (["--port", "70000"], "1–65535"),
                         (["--cache-type", "lru"], "不能取"), (["--bogus"], "不认识的参数"),
                         (["--model-path", "/nonexistent"], "config.json"),
-                        (["--model-path", str(MODEL), "--memory-ratio", "2"], "memory_ratio")]:
+                        (["--model-path", str(MODEL), "--memory-ratio", "2"], "memory_ratio"),
+                        (["--watchdog-timeout", "0"], "> 0")]:
         with pytest.raises(SystemExit) as info:
             parse_args(argv)
         assert info.value.code == 2
@@ -606,7 +1071,7 @@ def test_flags_map_to_server_args_and_errors_are_chinese(capsys):
 
 def test_drain_fails_waiters_after_the_grace_period_and_refuses_new_requests():
     from minisgl.core import SamplingParams
-    from minisgl.server.api_server import BackendUnavailable, FrontendManager
+    from minisgl.server.frontend import BackendUnavailable, FrontendManager
 
     async def scenario():
         fake = FakeTokenizerProcess()
@@ -629,7 +1094,7 @@ def test_drain_fails_waiters_after_the_grace_period_and_refuses_new_requests():
 
 def test_submit_that_fails_to_send_leaves_no_queue_behind():
     from minisgl.core import SamplingParams
-    from minisgl.server.api_server import FrontendManager
+    from minisgl.server.frontend import FrontendManager
 
     class Broken(FakeTokenizerProcess):
         async def put(self, msg) -> None:
@@ -647,7 +1112,7 @@ def test_submit_that_fails_to_send_leaves_no_queue_behind():
 def test_tokenizer_rejects_long_prompts_early_and_cuts_max_tokens(tokenizer, monkeypatch):
     from minisgl.core import SamplingParams
     from minisgl.message import TokenizeMsg, UserMsg
-    from minisgl.tokenizer.server import PROMPT_TOO_LONG, TokenizerHandler
+    from minisgl.tokenizer.server import PromptTooLong, TokenizerHandler
 
     handler = TokenizerHandler(tokenizer, max_seq_len=32)
     fits = TokenizeMsg(0, "The capital of France is", SamplingParams(max_tokens=1000), [])
@@ -663,22 +1128,44 @@ def test_tokenizer_rejects_long_prompts_early_and_cuts_max_tokens(tokenizer, mon
     just_too_long = TokenizeMsg(2, " hello" * 40, SamplingParams(), [])
     to_backend, replies = handler.handle([huge, just_too_long])
     assert to_backend == [] and [r.uid for r in replies] == [1, 2]
-    assert all(r.finish_reason == "error" and r.error.startswith(PROMPT_TOO_LONG) for r in replies)
+    assert all(r.finish_reason == "error" and r.error_code == PromptTooLong.code for r in replies)
     assert [m.uid for msgs in tokenized for m in msgs] == [2]  # 超长的那个根本没有分词
+    # 字符数没到"一定放不下"（一个 token 按最长的约 80 个字符算），但开头一截的 token 就已经太多：
+    # 不分完整段就拒绝（以前 8 个 60 万字符的提示要分好几秒，这期间每个流都在等）
+    tokenized.clear()
+    wordy = " hello" * (32 * handler.max_token_chars // 6)
+    chat = [{"role": "user", "content": wordy}]
+    to_backend, replies = handler.handle([TokenizeMsg(3, wordy, SamplingParams(), []),
+                                          TokenizeMsg(4, chat, SamplingParams(), [])])
+    assert to_backend == [] and [r.uid for r in replies] == [3, 4]
+    assert all(r.error_code == PromptTooLong.code for r in replies), replies
+    assert tokenized == []
+    # 开头一截还放得下的正常提示照常分词，不被误杀
+    to_backend, replies = handler.handle([TokenizeMsg(5, " hello" * 20, SamplingParams(), [])])
+    assert replies == [] and [m.uid for m in to_backend] == [5]
+
+
+def test_tokenizer_refuses_to_start_when_the_chat_template_does_not_fit(tokenizer):
+    from minisgl.tokenizer.server import TokenizerHandler
+
+    need = len(chat_ids(tokenizer, [{"role": "user", "content": "hi"}]))
+    assert "聊天模板" in TokenizerHandler(tokenizer, max_seq_len=need).startup_problem()
+    assert TokenizerHandler(tokenizer, max_seq_len=need + 1).startup_problem() is None
+    assert TokenizerHandler(tokenizer).startup_problem() is None  # 不知道 max_seq_len：不检查
 
 
 def test_shell_drops_oldest_turns_when_the_chat_gets_too_long(monkeypatch, capsys):
     from minisgl.message import TokenizeMsg, UserReply
-    from minisgl.server.api_server import FrontendManager, ServedModel
+    from minisgl.server.frontend import FrontendManager, ServedModel
     from minisgl.server.shell import run_shell
-    from minisgl.tokenizer.server import PROMPT_TOO_LONG
+    from minisgl.tokenizer.server import PromptTooLong
 
     class Short(FakeTokenizerProcess):  # 最多放得下两轮（第三个问题带着两轮历史就放不下了）
         async def put(self, msg) -> None:
             if isinstance(msg, TokenizeMsg) and sum(m["role"] == "user" for m in msg.text) > 2:
                 self.sent.append(msg)
                 self.replies.put_nowait(UserReply(msg.uid, "", True, "error",
-                                                  error=f"{PROMPT_TOO_LONG}：提示有 600 个 token"))
+                                                  error="提示有 600 个 token", error_code=PromptTooLong.code))
                 return
             await super().put(msg)
 
@@ -694,7 +1181,7 @@ def test_shell_drops_oldest_turns_when_the_chat_gets_too_long(monkeypatch, capsy
 
 def test_ctrl_c_during_a_shell_answer_cancels_only_that_answer(monkeypatch, capsys):
     from minisgl.message import AbortMsg, TokenizeMsg
-    from minisgl.server.api_server import FrontendManager, ServedModel
+    from minisgl.server.frontend import FrontendManager, ServedModel
     from minisgl.server.shell import run_shell
 
     class Stuck(FakeTokenizerProcess):  # 第一问永远不回答；收到它时模拟用户按 Ctrl-C

@@ -3,6 +3,7 @@
 from .logger import RankLogger, init_logger, set_log_rank
 from .math import align_ceil, div_ceil, div_even
 from .misc import device_of, is_cuda, to_device, torch_dtype
+from .registry import Registry
 
 __all__ = [
     "RankLogger",
@@ -15,4 +16,5 @@ __all__ = [
     "device_of",
     "to_device",
     "torch_dtype",
+    "Registry",
 ]

@@ -5,6 +5,8 @@ KV 池有 num_pages × page_size 个槽位，连续的 page_size 个槽位是一
 
     page_table[row, pos] = 它的第 pos // page_size 页的页号 × page_size + pos % page_size
 
+这条规则只写在 pages_to_slots 里：要从页算槽位的代码都调用它。
+
 记账全在 CPU 上：空闲页是一个栈，每页有一个引用计数（有几方持有它），每行记着自己
 按顺序用了哪些页。分配和释放都只读这些 Python 列表，从不把页表从设备上读回来。
 """
@@ -20,6 +22,15 @@ from minisgl.utils import div_ceil, to_device
 
 if TYPE_CHECKING:
     from minisgl.core import Req
+
+
+def pages_to_slots(
+    pages: Sequence[int], page_size: int, start: int = 0, end: int | None = None
+) -> list[int]:
+    """一行按顺序用着 pages 这几页时，它的位置 [start, end) 各在哪个槽位；end 默认到最后一页的末尾。"""
+    end = len(pages) * page_size if end is None else end
+    assert 0 <= start <= end <= len(pages) * page_size, f"位置 [{start}, {end}) 超出了这 {len(pages)} 页"
+    return [pages[pos // page_size] * page_size + pos % page_size for pos in range(start, end)]
 
 
 class OutOfPagesError(RuntimeError):
@@ -106,14 +117,14 @@ class PageAllocator:
                 f"KV 池的页不够：这批 {len(plan)} 个请求共需要 {needed} 页，只剩 "
                 f"{len(self._free)} 页空闲（共 {self.num_pages} 页，每页 {ps} 个 token）"
             )
-        # 第二遍：页够了，从这里起不会再失败。槽位按规则在 CPU 上算，不读页表
+        # 第二遍：页够了，从这里起不会再失败。槽位由这一行的页在 CPU 上算出，不读页表
         rows, positions, slots = [], [], []
         for row, start, end in plan:
             pages = self._rows[row]
             pages += self.alloc_pages(self.pages_needed(start, end))
             rows += [row] * (end - start)
             positions += range(start, end)
-            slots += [pages[pos // ps] * ps + pos % ps for pos in range(start, end)]
+            slots += pages_to_slots(pages, ps, start, end)
         host = torch.tensor([rows, positions, slots], dtype=torch.int32)  # [3, T]
         # GPU 上经锁页内存异步拷过去，CPU 不等；CPU 上原样返回
         row_ids, pos_ids, out_loc = to_device(host, torch.int32, self.device).unbind(0)

@@ -1,6 +1,6 @@
 """注意力后端的接口。
 
-模型里的注意力层（第 2 章 AttentionLayer）只做"每个 token 自己能完成"的事：切 q/k/v、
+模型里的注意力层（layers/attention.py 的 AttentionLayer）只做"每个 token 自己能完成"的事：切 q/k/v、
 归一化、RoPE。真正的 softmax(QKᵀ/√d)·V 交给注意力后端，因为它要：
 
 - 把这一步新算出的 K/V 写进 KV 池（槽位是 batch.out_loc）；
@@ -8,8 +8,8 @@
 - 知道每个 query 能看见哪些 key（因果掩码）。
 
 这些信息对一个批次的所有层都一样，所以分两步：前向之前调用一次 prepare_metadata(batch)，
-把算好的东西放进 batch.attn_metadata；每一层的 forward 直接用。第 17 章更快的后端
-实现同一个接口，模型代码一行都不用改。
+把算好的东西放进 batch.attn_metadata；每一层的 forward 直接用。别的后端实现同一个接口，
+模型代码一行都不用改。
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """参考注意力后端：按页表取回 K/V，交给 torch 的 scaled_dot_product_attention（SDPA）。
 
-它追求"一眼看得出是对的"，不追求快（更快的后端见第 17 章）。三件事要做对：
+它追求"一眼看得出是对的"，不追求快。三件事要做对：
 
 1. 变长批次：一批里各请求的 query 数、key 数都不同。prefill 逐个请求算；decode 时每个
    请求只有 1 个 query，补齐成一个矩形批次一次算完，补出来的 key 用 key_mask 遮掉。

@@ -2,6 +2,7 @@
 
 from .config import EngineConfig
 from .engine import Engine, ForwardOutput
-from .sample import BatchSamplingArgs, Sampler
+from .sample import BatchLogprobs, BatchSamplingArgs, Sampler, TokenLogprobs, logprobs_per_req
 
-__all__ = ["BatchSamplingArgs", "Engine", "EngineConfig", "ForwardOutput", "Sampler"]
+__all__ = ["BatchLogprobs", "BatchSamplingArgs", "Engine", "EngineConfig", "ForwardOutput", "Sampler",
+           "TokenLogprobs", "logprobs_per_req"]

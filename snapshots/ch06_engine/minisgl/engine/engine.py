@@ -3,12 +3,14 @@
 Engine 只管"算"：给它一个准备好的 Batch（input_ids、positions、out_loc 已填好，
 注意力元数据已准备好），它做一次前向、采样出每个请求的下一个 token。
 哪些请求进这一批、它们的 K/V 放在池子的哪一页，是调度器一侧的事：分配器、页表的行
-都归调度器（本章是 main 里的迷你调度器），Engine 只提供页表和页数。
+都归调度器，Engine 只提供页表和页数。
 """
 
 from __future__ import annotations
 
+import gc
 import os
+import weakref
 from dataclasses import dataclass
 
 import torch
@@ -21,7 +23,7 @@ from minisgl.models import BaseLLMModel, create_model, load_weight
 from minisgl.utils import device_of, init_logger, is_cuda, torch_dtype
 
 from .config import EngineConfig
-from .sample import BatchSamplingArgs, Sampler
+from .sample import BatchLogprobs, BatchSamplingArgs, Sampler
 
 logger = init_logger(__name__)
 
@@ -31,10 +33,12 @@ class ForwardOutput:
     next_tokens: torch.Tensor  # int32 [批大小]，在设备上
     next_tokens_cpu: torch.Tensor  # 同一批 token 拷到 CPU 上的副本，调度器用它更新请求
     copy_done: torch.cuda.Event | None = None  # GPU 上拷贝是异步的：等这个事件完成再读 CPU 副本
+    logprobs: BatchLogprobs | None = None  # 有请求要 logprobs 时：CPU 上的副本，和 token 一起拷
 
 
 class Engine:
     def __init__(self, config: EngineConfig) -> None:
+        _check_no_live_engine()  # 全局上下文一个进程只有一份：第二个 Engine 会把第一个的换掉
         self.config = config
         tp = config.tp_info
         set_tp_info(tp.rank, tp.size)  # 之后建层、切权重、建 KV 池都按这个 rank 来
@@ -43,7 +47,10 @@ class Engine:
         if is_cuda(self.device):
             # 设成当前设备：之后不写设备号的 CUDA 调用（事件、当前流、新张量）都落在这块卡上
             torch.cuda.set_device(self.device)
-            self.stream = torch.cuda.current_stream(self.device)
+            # 自己的流，设成当前流：之后建张量、前向、拷贝都排在它上面。不用默认流，因为默认流
+            # （legacy）和其他流隐式同步，会把 NCCL 和别的流串起来；CUDA 图捕获也不能在它上面做
+            self.stream = torch.cuda.Stream(self.device)
+            torch.cuda.set_stream(self.stream)
         if tp.size > 1:
             self._init_distributed()
         self.model_config = config.model_config
@@ -68,7 +75,9 @@ class Engine:
             config.attention_backend, self.kv_cache, self.page_table
         )
         self.ctx.attn_backend = self.attn_backend
-        self.sampler = Sampler(self.device, self.model_config.vocab_size, seed=config.seed)
+        self.sampler = Sampler(self.device, self.model_config.vocab_size, seed=config.seed,
+                               max_running_req=config.max_running_req)
+        _claim_process(self)
 
     def _load_model(self) -> BaseLLMModel:
         # 先在 meta 设备上搭架子：形状都有，内存一字节不占；再用流式加载的真权重逐个替换
@@ -111,12 +120,13 @@ class Engine:
         for req in batch.reqs:
             req.complete_one()  # 这一步的 token 已进 KV 池，新 token 占住下一个位置
         if self.stream is None:  # CPU：没有异步可言，副本就是原张量
-            return ForwardOutput(next_tokens, next_tokens)
+            return ForwardOutput(next_tokens, next_tokens, logprobs=args.logprobs)
         assert torch.cuda.current_stream() == self.stream, "前向必须发射在 Engine 的流上"
         next_tokens_cpu = next_tokens.to("cpu", non_blocking=True)  # 目标在锁页内存里，异步拷
+        logprobs = args.logprobs and args.logprobs.to("cpu", non_blocking=True)
         copy_done = torch.cuda.Event()
         copy_done.record(self.stream)  # 排在这次拷贝之后：它完成，CPU 副本就能读
-        return ForwardOutput(next_tokens, next_tokens_cpu, copy_done)
+        return ForwardOutput(next_tokens, next_tokens_cpu, copy_done, logprobs)
 
     def _init_distributed(self) -> None:
         """TP>1：每个 rank 一个进程，经 torch.distributed 连成一组（第 16 章展开讲）。"""
@@ -130,10 +140,39 @@ class Engine:
         )
 
     def shutdown(self) -> None:
-        """释放全局状态：全局上下文、TP 登记、进程组。之后这个 Engine 不能再用。"""
+        """释放全局状态：全局上下文、TP 登记、进程组。之后这个 Engine 不能再用；再调一次什么都不做。"""
+        if not _release_process(self):  # 已经 shutdown 过：全局状态可能已经属于下一个 Engine
+            return
         set_global_ctx(None)
         set_tp_info(0, 1)
         destroy_distributed()
+
+
+# 这个进程里还没 shutdown 的 Engine（弱引用：没人再引用、已被回收的 Engine 不算）
+_live_engine: weakref.ref[Engine] | None = None
+
+
+def _check_no_live_engine() -> None:
+    if _live_engine is not None and _live_engine() is not None:
+        gc.collect()  # 被丢掉但还在引用环里的 Engine 先回收掉，它不会再被用了
+    if _live_engine is not None and _live_engine() is not None:
+        raise RuntimeError("这个进程里已经有一个 Engine 还没有 shutdown()：全局上下文（注意力后端、"
+                           "TP 登记）一个进程只有一份，第二个 Engine 会把第一个的换掉。"
+                           "先调用前一个的 shutdown()（LLM / Scheduler 也是 shutdown()），再建新的")
+
+
+def _claim_process(engine: Engine) -> None:
+    global _live_engine
+    _live_engine = weakref.ref(engine)
+
+
+def _release_process(engine: Engine) -> bool:
+    """engine 是登记着的那个时注销它，返回 True；已经注销过返回 False。"""
+    global _live_engine
+    if _live_engine is None or _live_engine() is not engine:
+        return False
+    _live_engine = None
+    return True
 
 
 def _free_memory(device: torch.device) -> int:

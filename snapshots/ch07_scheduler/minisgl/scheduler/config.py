@@ -10,7 +10,7 @@ from minisgl.engine import EngineConfig
 @dataclass(frozen=True)
 class SchedulerConfig(EngineConfig):
     max_extend_tokens: int = 8192  # 一步 prefill 最多算多少个 token（预算）
-    cache_type: str = "naive"  # 前缀缓存的种类，第 8 章起生效
+    cache_type: str = "naive"  # 前缀缓存的种类（"naive"：什么都不存；前缀缓存见第 8 章）
     offline_mode: bool = False  # True：离线用法（LLM.generate），没有前端进程
 
     def __post_init__(self) -> None:

@@ -27,7 +27,7 @@ class PrefillAdder:
     def try_add_one(self, pending: PendingReq, is_first: bool) -> Req | None:
         if self.table_manager.available_size == 0:
             return None
-        # 第一个请求再长也收下（第 10 章起改成分块），后面的要在预算之内
+        # 第一个请求再长也收下，后面的要在预算之内
         if not is_first and pending.input_len > self.token_budget:
             return None
         # 最坏情况：生成到 max_tokens 为止，最后一个 token 不进 KV 池

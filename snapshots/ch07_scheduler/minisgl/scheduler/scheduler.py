@@ -17,7 +17,7 @@ from typing import NamedTuple
 import torch
 
 from minisgl.core import Batch, Req, SamplingParams
-from minisgl.engine import BatchSamplingArgs, Engine, ForwardOutput
+from minisgl.engine import BatchSamplingArgs, Engine, ForwardOutput, logprobs_per_req
 from minisgl.kvcache import PageAllocator
 from minisgl.utils import init_logger, to_device
 from minisgl.utils.hf import load_tokenizer
@@ -104,7 +104,7 @@ class Scheduler:
         return self._process_last_data((forward_input, self._forward(forward_input)))
 
     def run_when_idle(self) -> None:
-        """没有请求可跑时调用。第 8 章起在这里检查 KV 页有没有漏记。"""
+        """没有请求可跑时调用；这里无事可做（空闲时核对 KV 页的账目见第 8 章）。"""
 
     def shutdown(self) -> None:
         self.engine.shutdown()
@@ -147,12 +147,14 @@ class Scheduler:
         if output.copy_done is not None:  # GPU：等新 token 拷回 CPU
             output.copy_done.synchronize()
         replies = []
-        for req, token in zip(forward_input.batch.reqs, output.next_tokens_cpu.tolist()):
+        reqs = forward_input.batch.reqs
+        logprobs = logprobs_per_req(output.logprobs, reqs)  # 没人要 logprobs 时全是 None
+        for req, token, logprob in zip(reqs, output.next_tokens_cpu.tolist(), logprobs):
             req.append_host(token)
             # 结束与否按 CPU 上已有的 token 判断：正好 max_tokens 个，或者采样到 EOS
             finished = len(req.input_ids) == req.max_device_len or (
                 token == self.eos_token_id and not req.sampling_params.ignore_eos)
-            replies.append(ReqOutput(req.uid, token, finished))
+            replies.append(ReqOutput(req.uid, token, finished, logprob))
             if finished:
                 self.decode_manager.remove_req(req)
                 self._free_req_resources(req)

@@ -8,6 +8,7 @@ from typing import NamedTuple
 import torch
 
 from minisgl.core import SamplingParams
+from minisgl.engine import TokenLogprobs
 
 
 @dataclass
@@ -33,3 +34,4 @@ class ReqOutput(NamedTuple):
     uid: int
     next_token: int
     finished: bool
+    logprobs: TokenLogprobs | None = None  # 请求要了 logprobs 时：这个 token 的 log 概率

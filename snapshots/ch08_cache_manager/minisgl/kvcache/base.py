@@ -5,7 +5,7 @@ KV 池是一排"槽位"（slot），每个槽位存一个 token 在某一层的 
 池子本身不知道哪个槽位属于哪个请求，分配槽位是 PageAllocator 的事（allocator.py）。
 注意力后端只认这个接口，换一种存法（例如 MLA 的压缩 KV）只需要换池子。
 
-第 8 章在后半部分加上前缀缓存（prefix cache）的接口 BasePrefixCache：它记住"哪串 token 的
+后半部分是前缀缓存（prefix cache）的接口 BasePrefixCache：它记住"哪串 token 的
 K/V 已经在哪些槽位里"，新请求的开头若与之相同，就直接借用那些槽位，不必再算一遍。
 """
 

@@ -1,6 +1,6 @@
 """CacheManager：调度器一侧唯一管 KV 池页面的地方。
 
-它把第 4 章的 PageAllocator（哪些页空闲、每页几方持有）和一个前缀缓存（哪些前缀的 K/V
+它把 kvcache 的 PageAllocator（哪些页空闲、每页几方持有）和一个前缀缓存（哪些前缀的 K/V
 已经在池里）组合在一起，对调度器只露出几件事::
 
     match_req      新请求的开头在缓存里命中了多少        （接纳时）
@@ -11,7 +11,8 @@
     check_integrity 空闲时核对账目：空闲页 + 缓存页 == 总页数
 
 页的归属只有一条规则：谁指着一页，谁就持有它一份。请求的行持有自己行里的每一页，
-前缀缓存持有它存下的每一页；页只在最后一份持有被放下时才回到空闲栈。
+前缀缓存持有它存下的每一页；页只在最后一份持有被放下时才回到空闲栈。锁只加在有行
+指着的缓存页上，所以 available_size（空闲页 + 没锁住的缓存页）= 总页数 - 各行指着的页。
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from typing import TYPE_CHECKING, Sequence
 
 import torch
 
-from minisgl.kvcache import BaseCacheHandle, MatchResult, PageAllocator, create_prefix_cache
+from minisgl.kvcache import (BaseCacheHandle, MatchResult, PageAllocator, create_prefix_cache,
+                             pages_to_slots, slots_to_pages)
 
 if TYPE_CHECKING:
     from minisgl.core import Req
@@ -60,7 +62,7 @@ class CacheManager:
         """让第 table_idx 行从命中的页开始：这一行对这些页各加一份持有，并写进页表。"""
         if handle.cached_len == 0:
             return
-        pages = self._slots_to_pages(handle.get_matched_indices())
+        pages = slots_to_pages(handle.get_matched_indices(), self.page_size)
         self.allocator.share_prefix(table_idx, pages)
 
     @property
@@ -94,17 +96,25 @@ class CacheManager:
 
             [0, old)         借来的页：缓存和这一行各持有一份
             [old, already)   别的请求在此期间存进缓存的重复内容：缓存留着它自己那份，
-                             这一行的页不交出去，也不提前还（这一行还指着它们）
+                             这一行的页不交出去，结束时随行放下
             [already, new)   新存进缓存的页：缓存加一份持有
             [new, 末尾)       不满一页的尾巴和以后 decode 的页：只归这一行
+
+        锁只加在这一行指着的页上。请求没结束、而 [old, already) 不为空时，新句柄会锁住
+        缓存的那份重复页：这一行没指着它们，它们却不再能逐出，available_size 凭空少了
+        这么多页，而接纳时谁也没给它们预留。所以这种时候先不交，留着 old，等结束时再交。
         """
         ps, row, old = self.page_size, req.table_idx, req.cache_handle
         assert old is not None, f"{req!r} 没有缓存句柄：接纳时应当 match_req 并 lock"
         pages = self.allocator.row_pages(row)
         assert req.cached_len <= min(len(req.input_ids), len(pages) * ps)
-        slots = self._pages_to_slots(pages)[: req.cached_len]
-        already, new = self.prefix_cache.insert_prefix(req.input_ids[: req.cached_len], slots)
+        ids = req.input_ids[: req.cached_len]
+        if not finished and self.prefix_cache.match_prefix(ids).cuda_handle.cached_len > old.cached_len:
+            return  # 别的请求已经存过其中一段：结束时再交（见上面最后一段）
+        slots = torch.tensor(pages_to_slots(pages, ps, 0, req.cached_len), dtype=torch.int32)
+        already, new = self.prefix_cache.insert_prefix(ids, slots)
         assert old.cached_len <= already <= new.cached_len <= req.cached_len
+        assert finished or already == old.cached_len
         assert already % ps == 0 and new.cached_len % ps == 0
         self.allocator.hold_pages(pages[already // ps : new.cached_len // ps])
         self.unlock(old)  # 插入做完再解锁：插入期间旧的一段不能被逐出
@@ -148,23 +158,10 @@ class CacheManager:
     def _evict(self, num_pages: int) -> None:
         """让前缀缓存逐出至少 num_pages 页，放下缓存对它们的那一份持有。"""
         free_before = self.allocator.num_free_pages
-        evicted = self._slots_to_pages(self.prefix_cache.evict(num_pages * self.page_size))
+        evicted = slots_to_pages(self.prefix_cache.evict(num_pages * self.page_size), self.page_size)
         self.allocator.free_pages(evicted)
         # 没锁住的页没有行在借用（借用的都锁着），所以缓存一放下，它们就回到了空闲栈
         assert self.allocator.num_free_pages >= free_before + num_pages, "逐出的页还有别人持有"
-
-    def _pages_to_slots(self, pages: Sequence[int]) -> torch.Tensor:
-        ps = self.page_size
-        return torch.tensor([p * ps + i for p in pages for i in range(ps)], dtype=torch.int32)
-
-    def _slots_to_pages(self, slots: torch.Tensor) -> list[int]:
-        """逐 token 的槽位 -> 页号；槽位必须是一页一页完整排好的。"""
-        ps = self.page_size
-        assert slots.dim() == 1 and len(slots) % ps == 0, f"{len(slots)} 个槽位不是整页"
-        by_page = slots.view(-1, ps).to(torch.int64)
-        pages = by_page[:, 0] // ps
-        assert torch.equal(by_page, pages[:, None] * ps + torch.arange(ps)), "槽位没有按整页排好"
-        return pages.tolist()
 
     def __repr__(self) -> str:
         return (

@@ -1,6 +1,6 @@
 """PrefillManager：排队的请求先到先得（FCFS），按页表行、KV 页和 token 预算决定这一步接纳谁。
 
-第 8 章起页由 CacheManager 管：接纳一个请求 = 匹配前缀缓存 → 锁住命中的一段 → 按最坏情况
+页由 CacheManager 管：接纳一个请求 = 匹配前缀缓存 → 锁住命中的一段 → 按最坏情况
 预留页 → 行从命中的页开始。只算没命中的那段提示。
 """
 
@@ -34,7 +34,7 @@ class PrefillAdder:
         cm = self.cache_manager
         handle = cm.match_req(pending).cuda_handle
         extend_len = pending.input_len - handle.cached_len  # 只算没命中的那段
-        # 第一个请求再长也收下（第 10 章起改成分块），后面的要在预算之内
+        # 第一个请求再长也收下，后面的要在预算之内
         if not is_first and extend_len > self.token_budget:
             return None
         # 最坏情况：生成到 max_tokens 为止，最后一个 token 不进 KV 池；命中的页已经在池里

@@ -8,7 +8,7 @@
     _process_last_data     等新 token 到 CPU，追加到请求上，判断结束，释放结束的请求
 
 Engine 只管算；页表的行、KV 页、谁进这一批，都在这一侧决定。
-第 8 章起 KV 页由 CacheManager 管：接纳时匹配前缀缓存并锁住，prefill 之后把算好的前缀
+KV 页由 CacheManager（cache.py）管：接纳时匹配前缀缓存并锁住，prefill 之后把算好的前缀
 交给缓存，请求结束时还页；调度器空闲时核对页的账目。
 """
 
@@ -19,7 +19,7 @@ from typing import NamedTuple
 import torch
 
 from minisgl.core import Batch, Req, SamplingParams
-from minisgl.engine import BatchSamplingArgs, Engine, ForwardOutput
+from minisgl.engine import BatchSamplingArgs, Engine, ForwardOutput, logprobs_per_req
 from minisgl.utils import init_logger, to_device
 from minisgl.utils.hf import load_tokenizer
 
@@ -87,8 +87,9 @@ class Scheduler:
     def abort_req(self, uid: int) -> bool:
         """取消一个请求：排队中的直接拿掉，在跑的释放资源。返回是否找到了它。"""
         if (pending := self.prefill_manager.abort_req(uid)) is not None:
-            self.known_uids.discard(uid)
-            if pending.chunked_req is not None:  # 算到一半：还回它占的行和页
+            if pending.chunked_req is None:  # 还没开始算：什么资源都没占
+                self.known_uids.discard(uid)
+            else:  # 算到一半：还回它占的行和页，uid 随资源一起注销（只注销一次）
                 self._free_req_resources(pending.chunked_req)
             return True
         req = self.decode_manager.abort_req(uid)
@@ -163,14 +164,16 @@ class Scheduler:
         if output.copy_done is not None:  # GPU：等新 token 拷回 CPU
             output.copy_done.synchronize()
         replies = []
-        for req, token in zip(forward_input.batch.reqs, output.next_tokens_cpu.tolist()):
+        reqs = forward_input.batch.reqs
+        logprobs = logprobs_per_req(output.logprobs, reqs)  # 没人要 logprobs 时全是 None
+        for req, token, logprob in zip(reqs, output.next_tokens_cpu.tolist(), logprobs):
             if isinstance(req, ChunkedReq):  # 提示还没算完：token 丢掉，不回报，也不进前缀缓存
                 continue
             req.append_host(token)
             # 结束与否按 CPU 上已有的 token 判断：正好 max_tokens 个，或者采样到 EOS
             finished = len(req.input_ids) == req.max_device_len or (
                 token == self.eos_token_id and not req.sampling_params.ignore_eos)
-            replies.append(ReqOutput(req.uid, token, finished))
+            replies.append(ReqOutput(req.uid, token, finished, logprob))
             if finished:
                 self.decode_manager.remove_req(req)
                 self._free_req_resources(req)

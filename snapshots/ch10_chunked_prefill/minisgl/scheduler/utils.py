@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import torch
 
 from minisgl.core import SamplingParams
+from minisgl.engine import TokenLogprobs
 
 if TYPE_CHECKING:
     from .prefill import ChunkedReq
@@ -20,7 +21,7 @@ class PendingReq:
     uid: int
     input_ids: torch.Tensor  # CPU 上的 int32 一维张量
     sampling_params: SamplingParams
-    # 上一步只算了一块：它的页表行和 KV 页已经占着，这里接着算（第 10 章）
+    # 分块 prefill 上一步只算了一块：它的页表行和 KV 页已经占着，这里接着算
     chunked_req: ChunkedReq | None = None
 
     @property
@@ -38,3 +39,4 @@ class ReqOutput(NamedTuple):
     uid: int
     next_token: int
     finished: bool
+    logprobs: TokenLogprobs | None = None  # 请求要了 logprobs 时：这个 token 的 log 概率

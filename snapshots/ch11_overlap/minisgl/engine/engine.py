@@ -5,7 +5,7 @@ Engine 只管"算"：给它一个准备好的 Batch（input_ids、positions、ou
 哪些请求进这一批、它们的 K/V 放在池子的哪一页，是调度器一侧的事：分配器、页表的行
 都归调度器，Engine 只提供页表和页数。
 
-重叠调度（第 11 章）要求前向"发出去就返回"。GPU 上内核本来就是排进流里异步执行的；
+重叠调度要求前向"发出去就返回"。GPU 上内核本来就是排进流里异步执行的；
 CPU 上没有流，start_worker() 之后前向交给一个工作线程，按提交顺序一个个执行（CpuStream），
 CpuEvent 代替 CUDA 事件。不调用 start_worker() 时一切照旧：CPU 上前向当场算完。
 """
@@ -13,7 +13,9 @@ CpuEvent 代替 CUDA 事件。不调用 start_worker() 时一切照旧：CPU 上
 from __future__ import annotations
 
 import copy
+import gc
 import os
+import weakref
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -28,7 +30,7 @@ from minisgl.models import BaseLLMModel, create_model, load_weight
 from minisgl.utils import device_of, init_logger, is_cuda, torch_dtype
 
 from .config import EngineConfig
-from .sample import BatchSamplingArgs, Sampler
+from .sample import BatchLogprobs, BatchSamplingArgs, Sampler
 
 logger = init_logger(__name__)
 
@@ -37,21 +39,40 @@ class CpuStream:
     """CPU 上的"流"：一个工作线程，任务按提交的先后一个个执行（FIFO），像 GPU 上一条流里的内核。
 
     只有一个线程，所以排在后面的任务一定看得到前面任务写下的结果，不需要别的同步。
+    出错像 CUDA 一样是"粘住"的：一个任务失败后，排在它后面的任务都不再执行、抛同一个异常，
+    之后的 submit 在调用线程上当场抛出。后面的任务依赖前面的结果（取输入 → 前向 → 写回），
+    前面错了，后面算出来的只会是垃圾。
     """
 
     def __init__(self, num_threads: int) -> None:
-        # 工作线程里的算子用 num_threads 个 intra-op 线程；给调度器线程留一个核
+        self.num_threads = num_threads  # 工作线程里算子用几个 intra-op 线程
+        self.error: BaseException | None = None  # 第一个失败的任务抛出的异常
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="minisgl-forward",
                                         initializer=torch.set_num_threads, initargs=(num_threads,))
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
-        return self._pool.submit(fn, *args)
+        if self.error is not None:
+            raise self.error
+        return self._pool.submit(self._run, fn, args)
+
+    def _run(self, fn: Callable[..., Any], args: tuple) -> Any:
+        if self.error is not None:  # 前面的任务失败了：这个不再执行
+            raise self.error
+        try:
+            # inference_mode 只对进入它的线程有效：调用线程（例如服务里建调度器的线程）在里面，
+            # 工作线程并不在。引擎只做推理，工作线程上的任务一律在 inference_mode 里执行
+            with torch.inference_mode():
+                return fn(*args)
+        except BaseException as error:
+            self.error = error
+            raise
 
     def synchronize(self) -> None:
-        """等到此刻之前提交的任务全部做完。"""
+        """等到此刻之前提交的任务全部做完；有任务失败时抛出它的异常。"""
         self.submit(lambda: None).result()
 
     def close(self) -> None:
+        """等排着的任务做完（失败的不再抛出），关掉工作线程。"""
         self._pool.shutdown(wait=True)
 
 
@@ -62,7 +83,7 @@ class CpuEvent:
         self._future = future
 
     def synchronize(self) -> None:
-        """等这个任务做完；任务里抛出的异常在这里重新抛出，不会被悄悄吞掉。"""
+        """等这个任务做完。它或排在它前面的任务失败时，在这里抛出那个异常，不会被悄悄吞掉。"""
         self._future.result()
 
     def query(self) -> bool:
@@ -76,10 +97,12 @@ class ForwardOutput:
     next_tokens_cpu: torch.Tensor  # 同一批 token 拷到 CPU 上的副本，调度器用它更新请求
     # 异步时（GPU 上的拷贝、CPU 上的工作线程）等这个事件完成再读 CPU 副本；同步时为 None
     copy_done: torch.cuda.Event | CpuEvent | None = None
+    logprobs: BatchLogprobs | None = None  # 有请求要 logprobs 时：CPU 上的副本，和 token 一起拷
 
 
 class Engine:
     def __init__(self, config: EngineConfig) -> None:
+        _check_no_live_engine()  # 全局上下文一个进程只有一份：第二个 Engine 会把第一个的换掉
         self.config = config
         tp = config.tp_info
         set_tp_info(tp.rank, tp.size)  # 之后建层、切权重、建 KV 池都按这个 rank 来
@@ -89,7 +112,10 @@ class Engine:
         if is_cuda(self.device):
             # 设成当前设备：之后不写设备号的 CUDA 调用（事件、当前流、新张量）都落在这块卡上
             torch.cuda.set_device(self.device)
-            self.stream = torch.cuda.current_stream(self.device)
+            # 自己的流，设成当前流：之后建张量、前向、拷贝都排在它上面。不用默认流，因为默认流
+            # （legacy）和其他流隐式同步，会把 NCCL 和别的流串起来；CUDA 图捕获也不能在它上面做
+            self.stream = torch.cuda.Stream(self.device)
+            torch.cuda.set_stream(self.stream)
         if tp.size > 1:
             self._init_distributed()
         self.model_config = config.model_config
@@ -114,7 +140,9 @@ class Engine:
             config.attention_backend, self.kv_cache, self.page_table
         )
         self.ctx.attn_backend = self.attn_backend
-        self.sampler = Sampler(self.device, self.model_config.vocab_size, seed=config.seed)
+        self.sampler = Sampler(self.device, self.model_config.vocab_size, seed=config.seed,
+                               max_running_req=config.max_running_req)
+        _claim_process(self)
 
     def _load_model(self) -> BaseLLMModel:
         # 先在 meta 设备上搭架子：形状都有，内存一字节不占；再用流式加载的真权重逐个替换
@@ -149,7 +177,9 @@ class Engine:
         """CPU 上的重叠调度：之后的前向（和 enqueue 的任务）都交给一个工作线程按顺序执行。"""
         assert self.stream is None, "GPU 上内核本来就排在流里异步执行，不需要工作线程"
         if self.worker is None:
-            self.worker = CpuStream(num_threads=max(1, torch.get_num_threads() - 1))
+            # 前向用调用线程的全部 intra-op 线程：调度器线程每步只要零点几毫秒，给它留一个核，
+            # 前向在 2 核的机器上就只剩一半（第 11 章的测量）
+            self.worker = CpuStream(num_threads=torch.get_num_threads())
 
     def enqueue(self, fn: Callable[..., Any], *args: Any) -> None:
         """让 fn 排在已经发出的前向之后执行。
@@ -197,17 +227,19 @@ class Engine:
             done = self.worker.submit(self._forward_launched, batch, launched, args, next_tokens)
             for req in batch.reqs:
                 req.complete_one()  # 在调度器线程上、发射时记账，和 GPU 上一样
-            return ForwardOutput(next_tokens, next_tokens, CpuEvent(done))
+            # args.logprobs 由工作线程在采样时填好（在 CPU 上）
+            return ForwardOutput(next_tokens, next_tokens, CpuEvent(done), args.logprobs)
         next_tokens = self._forward_and_sample(batch, args)
         for req in batch.reqs:
             req.complete_one()  # 这一步的 token 已进 KV 池，新 token 占住下一个位置
         if self.stream is None:  # CPU：没有异步可言，副本就是原张量
-            return ForwardOutput(next_tokens, next_tokens)
+            return ForwardOutput(next_tokens, next_tokens, logprobs=args.logprobs)
         assert torch.cuda.current_stream() == self.stream, "前向必须发射在 Engine 的流上"
         next_tokens_cpu = next_tokens.to("cpu", non_blocking=True)  # 目标在锁页内存里，异步拷
+        logprobs = args.logprobs and args.logprobs.to("cpu", non_blocking=True)
         copy_done = torch.cuda.Event()
         copy_done.record(self.stream)  # 排在这次拷贝之后：它完成，CPU 副本就能读
-        return ForwardOutput(next_tokens, next_tokens_cpu, copy_done)
+        return ForwardOutput(next_tokens, next_tokens_cpu, copy_done, logprobs)
 
     def _forward_and_sample(self, batch: Batch, args: BatchSamplingArgs,
                             out: torch.Tensor | None = None) -> torch.Tensor:
@@ -237,7 +269,10 @@ class Engine:
         )
 
     def shutdown(self) -> None:
-        """释放全局状态：工作线程、全局上下文、TP 登记、进程组。之后这个 Engine 不能再用。"""
+        """释放全局状态：工作线程、全局上下文、TP 登记、进程组。之后这个 Engine 不能再用；
+        再调一次什么都不做。"""
+        if not _release_process(self):  # 已经 shutdown 过：全局状态可能已经属于下一个 Engine
+            return
         if self.worker is not None:
             self.worker.close()  # 先等排着的前向做完：它们还要读全局上下文
             self.worker = None
@@ -253,6 +288,33 @@ def _launch_copy(batch: Batch) -> Batch:
     launched.reqs = [frozen[id(req)] for req in batch.reqs]
     launched.padded_reqs = [frozen[id(req)] for req in batch.padded_reqs]
     return launched
+
+
+# 这个进程里还没 shutdown 的 Engine（弱引用：没人再引用、已被回收的 Engine 不算）
+_live_engine: weakref.ref[Engine] | None = None
+
+
+def _check_no_live_engine() -> None:
+    if _live_engine is not None and _live_engine() is not None:
+        gc.collect()  # 被丢掉但还在引用环里的 Engine 先回收掉，它不会再被用了
+    if _live_engine is not None and _live_engine() is not None:
+        raise RuntimeError("这个进程里已经有一个 Engine 还没有 shutdown()：全局上下文（注意力后端、"
+                           "TP 登记）一个进程只有一份，第二个 Engine 会把第一个的换掉。"
+                           "先调用前一个的 shutdown()（LLM / Scheduler 也是 shutdown()），再建新的")
+
+
+def _claim_process(engine: Engine) -> None:
+    global _live_engine
+    _live_engine = weakref.ref(engine)
+
+
+def _release_process(engine: Engine) -> bool:
+    """engine 是登记着的那个时注销它，返回 True；已经注销过返回 False。"""
+    global _live_engine
+    if _live_engine is None or _live_engine() is not engine:
+        return False
+    _live_engine = None
+    return True
 
 
 def _free_memory(device: torch.device) -> int:

@@ -6,7 +6,7 @@
 """
 
 from .backend import AbortBackendMsg, BaseBackendMsg, BatchBackendMsg, ExitMsg, UserMsg
-from .frontend import BaseFrontendMsg, BatchFrontendMsg, UserReply
+from .frontend import BaseFrontendMsg, BatchFrontendMsg, TokenLogprob, UserReply
 from .tokenizer import (
     AbortMsg,
     BaseTokenizerMsg,
@@ -32,6 +32,7 @@ __all__ = [
     "BaseFrontendMsg",
     "BatchFrontendMsg",
     "UserReply",
+    "TokenLogprob",
     "serialize_type",
     "deserialize_type",
 ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .utils import check_family, deserialize_type, serialize_type
@@ -30,6 +30,16 @@ class BatchFrontendMsg(BaseFrontendMsg):
 
 
 @dataclass
+class TokenLogprob:
+    """一个 token 的 log 概率，字段照 OpenAI chat 的 logprobs.content[]。不是消息，只出现在字段里。"""
+
+    token: str  # 这个 token 单独解码出的文字（半个字时是 U+FFFD）
+    logprob: float
+    bytes: list[int]  # token 文字的 UTF-8 字节
+    top_logprobs: list[TokenLogprob] = field(default_factory=list)  # 候选本身不再带候选
+
+
+@dataclass
 class UserReply(BaseFrontendMsg):
     """请求 uid 新增的一段文本；finished 时带上结束原因与 token 用量。"""
 
@@ -40,6 +50,8 @@ class UserReply(BaseFrontendMsg):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     error: str | None = None  # finish_reason == "error" 时给用户看的原因
+    error_code: str | None = None  # 出错的种类（如 "context_length_exceeded"），在抛出错误的地方定下；None：一般的错误
+    logprobs: list[TokenLogprob] = field(default_factory=list)  # 这段文字对应的 token（要了才有）
 
 
-_DECODABLE = {cls.__name__: cls for cls in (BatchFrontendMsg, UserReply)}
+_DECODABLE = {cls.__name__: cls for cls in (BatchFrontendMsg, UserReply, TokenLogprob)}

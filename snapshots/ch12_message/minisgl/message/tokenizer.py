@@ -39,6 +39,7 @@ class TokenizeMsg(BaseTokenizerMsg):
     text: str | list[dict[str, str]]
     sampling_params: SamplingParams
     stop: list[str] = field(default_factory=list)  # OpenAI 的 stop；只在 tokenizer 进程里用
+    skip_special_tokens: bool = False  # 反分词时去掉特殊 token（vLLM 的参数，API 默认 True）
 
 
 @dataclass
@@ -48,6 +49,10 @@ class DetokenizeMsg(BaseTokenizerMsg):
     uid: int
     next_token: int
     finished: bool
+    # 请求要了 logprobs 时：这个 token 的 log 概率，和概率最大的几个 token（id 与 log 概率）
+    logprob: float | None = None
+    top_ids: list[int] = field(default_factory=list)
+    top_logprobs: list[float] = field(default_factory=list)
 
 
 @dataclass

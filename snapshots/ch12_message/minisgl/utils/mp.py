@@ -144,7 +144,7 @@ class ZmqPubQueue(_Sender, Generic[T]):
 
 
 class ZmqSubQueue(_Receiver, Generic[T]):
-    """广播收件端（SUB，connect）。连上之前发出的消息收不到（见本章"迟到的订阅者"）。
+    """广播收件端（SUB，connect）。连上之前发出的消息收不到（"迟到的订阅者"，第 14 章量给你看）。
 
     hwm：接收队列的上限（条），含义同 ZmqPubQueue；要一条不丢，两端都给 0。
     """

@@ -13,13 +13,16 @@
    把已发的字再发一遍。
 
 ``IncrementalDecoder`` 只管第 1–3 条（一个请求的 token → 稳定文本）；``DetokenizeManager`` 在它
-上面管每个请求的停止串、EOS、结束原因和 token 用量。
+上面管每个请求的停止串、EOS、结束原因和 token 用量，要了 logprobs 的请求还把每个 token 和候选
+解码成文字（OpenAI 的 token / bytes），随下一段发出的文字一起交出去。
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Sequence
+
+from minisgl.message import TokenLogprob
 
 if TYPE_CHECKING:
     from minisgl.message import DetokenizeMsg
@@ -37,8 +40,9 @@ class IncrementalDecoder:
     记在 ``pending`` 里，可以先发；末尾可能是半个字，等下一个 token。
     """
 
-    def __init__(self, tokenizer) -> None:
+    def __init__(self, tokenizer, skip_special_tokens: bool = False) -> None:
         self.tokenizer = tokenizer
+        self.skip_special_tokens = skip_special_tokens  # True：<|im_end|> 这类特殊 token 不出现在文字里
         self.ids: list[int] = []
         self.surr_offset = 0
         self.read_offset = 0
@@ -89,7 +93,8 @@ class IncrementalDecoder:
     def _decode(self, ids: list[int]) -> str:
         # 有的分词器默认把 " ." 清理成 "."：这种清理看后一个 token，窗口相减就不对了，所以关掉
         # （SmolLM2、Qwen3 默认就不清理，结果与 tokenizer.decode 相同）
-        return self.tokenizer.decode(ids, clean_up_tokenization_spaces=False)
+        return self.tokenizer.decode(ids, clean_up_tokenization_spaces=False,
+                                     skip_special_tokens=self.skip_special_tokens)
 
 
 @dataclass
@@ -103,6 +108,7 @@ class DetokenizeOutput:
     abort_backend: bool = False  # 停止串命中而调度器还在生成：要发 AbortBackendMsg 让它停
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    logprobs: list[TokenLogprob] = field(default_factory=list)  # 这段文字之前还没交出去的 token
 
 
 @dataclass
@@ -114,6 +120,7 @@ class _ReqState:
     completion_tokens: int = 0
     sent_offset: int = 0  # stable_text 里已经发给用户的字符数，只增不减
     held: str = ""  # 现在扣住、还没发的文字（可能是停止串的开头）
+    logprobs: list[TokenLogprob] = field(default_factory=list)  # 等着随下一段文字发出去的
 
 
 class DetokenizeManager:
@@ -129,7 +136,7 @@ class DetokenizeManager:
         self.states: dict[int, _ReqState] = {}
 
     def add_req(self, uid: int, *, stop: Sequence[str] = (), ignore_eos: bool = False,
-                prompt_tokens: int = 0) -> None:
+                prompt_tokens: int = 0, skip_special_tokens: bool = False) -> None:
         """登记一个请求。stop 是 OpenAI 的停止串：生成的文字里一出现其中某个，请求就在它前面结束。"""
         if isinstance(stop, str):
             stop = [stop]
@@ -139,8 +146,8 @@ class DetokenizeManager:
             raise ValueError("stop 里不能有空字符串（空串处处都匹配，请求会立刻结束）")
         if uid in self.states:
             raise ValueError(f"请求 {uid} 已经在反分词了，uid 不能重复")
-        self.states[uid] = _ReqState(IncrementalDecoder(self.tokenizer), tuple(stop), ignore_eos,
-                                     prompt_tokens)
+        decoder = IncrementalDecoder(self.tokenizer, skip_special_tokens)
+        self.states[uid] = _ReqState(decoder, tuple(stop), ignore_eos, prompt_tokens)
 
     def remove_req(self, uid: int) -> bool:
         """请求被取消或被拒绝：丢掉它的状态。返回它原来在不在。"""
@@ -155,14 +162,32 @@ class DetokenizeManager:
         for msg in msgs:
             state = self.states.get(msg.uid)
             if state is not None:
-                outputs.append(self._one(msg.uid, state, msg.next_token, msg.finished))
+                outputs.append(self._one(msg.uid, state, msg.next_token, msg.finished,
+                                         self._logprob_entry(msg)))
         return outputs
 
-    def _one(self, uid: int, state: _ReqState, token: int, finished: bool) -> DetokenizeOutput:
+    def _logprob_entry(self, msg: DetokenizeMsg) -> TokenLogprob | None:
+        """调度器报来的 log 概率 → OpenAI 的一项：token 单独解码的文字、它的字节、候选。"""
+        if msg.logprob is None:
+            return None
+        top = [self._token_logprob(i, lp) for i, lp in zip(msg.top_ids, msg.top_logprobs)]
+        entry = self._token_logprob(msg.next_token, msg.logprob)
+        entry.top_logprobs = top
+        return entry
+
+    def _token_logprob(self, token_id: int, logprob: float) -> TokenLogprob:
+        # 和 vLLM 一样：单独解码，半个字就是 U+FFFD，bytes 是这段文字的 UTF-8
+        text = self.tokenizer.decode([token_id], clean_up_tokenization_spaces=False)
+        return TokenLogprob(text, logprob, list(text.encode("utf-8", errors="replace")))
+
+    def _one(self, uid: int, state: _ReqState, token: int, finished: bool,
+             logprob: TokenLogprob | None = None) -> DetokenizeOutput:
         state.completion_tokens += 1  # EOS 也是模型生成的一个 token，计入用量
         hit_eos = finished and token == self.eos_token_id and not state.ignore_eos
         if not hit_eos:  # EOS 不是文字的一部分（ignore_eos 时它只是普通的一个 token）
             state.decoder.push([token])
+            if logprob is not None:
+                state.logprobs.append(logprob)
         if finished:
             state.decoder.flush()
         text, stop_hit = self._release(state, final=finished)
@@ -173,8 +198,11 @@ class DetokenizeManager:
             del self.states[uid]
         # 调度器自己结束的请求（EOS、max_tokens）已经还了 KV 页，不必再取消
         abort = stop_hit and not finished
+        logprobs: list[TokenLogprob] = []
+        if text or done:  # 没有新文字的一步不发消息：它的 token 跟着下一段文字走
+            logprobs, state.logprobs = state.logprobs, []
         return DetokenizeOutput(uid, text, done, reason, abort, state.prompt_tokens,
-                                state.completion_tokens)
+                                state.completion_tokens, logprobs)
 
     def _release(self, state: _ReqState, final: bool) -> tuple[str, bool]:
         """决定这一次发出稳定文本里的哪一段：停止串之前的部分；可能是停止串开头的尾巴先扣住。"""

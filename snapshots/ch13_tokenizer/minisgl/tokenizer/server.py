@@ -66,7 +66,7 @@ class TokenizerHandler:
                     if out.text or out.finished:  # 没有新文字的中间一步不用打扰 API server
                         to_frontend.append(UserReply(
                             out.uid, out.text, out.finished, out.finish_reason,
-                            out.prompt_tokens, out.completion_tokens))
+                            out.prompt_tokens, out.completion_tokens, logprobs=out.logprobs))
             elif isinstance(msg, AbortMsg):  # 客户端走了：API server 已经不等回复了
                 if self.detokenize_manager.remove_req(msg.uid):
                     to_backend.append(AbortBackendMsg(msg.uid))
@@ -82,7 +82,8 @@ class TokenizerHandler:
             (input_ids,) = self.tokenize_manager.tokenize([msg])
             self.detokenize_manager.add_req(msg.uid, stop=msg.stop,
                                             ignore_eos=msg.sampling_params.ignore_eos,
-                                            prompt_tokens=len(input_ids))
+                                            prompt_tokens=len(input_ids),
+                                            skip_special_tokens=msg.skip_special_tokens)
         except ValueError as e:  # 用户给的输入不对：回一个错误，进程照常服务
             to_frontend.append(_error_reply(msg.uid, str(e)))
             return
@@ -92,8 +93,8 @@ class TokenizerHandler:
         to_backend.append(UserMsg(msg.uid, input_ids, msg.sampling_params))
 
 
-def _error_reply(uid: int, reason: str) -> UserReply:
-    return UserReply(uid, "", finished=True, finish_reason="error", error=reason)
+def _error_reply(uid: int, reason: str, code: str | None = None) -> UserReply:
+    return UserReply(uid, "", finished=True, finish_reason="error", error=reason, error_code=code)
 
 
 def _unwrap(msg: BaseTokenizerMsg) -> list[BaseTokenizerMsg]:
@@ -113,7 +114,8 @@ def tokenize_worker(*, tokenizer_path: str, addr: str, backend_addr: str, fronte
     bind，这里 connect。准备好之后往 ack_queue 放一条消息。SIGTERM、Ctrl-C 都让它关好套接字退出。
     """
     torch.set_num_threads(1)  # 分词不需要 torch 的线程，别和调度器抢核
-    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:  # 启动器装了自己的处理函数就用它的
+        signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     queues = []
     try:
         receiver = ZmqPullQueue(addr, create=True, decoder=BaseTokenizerMsg.decoder)

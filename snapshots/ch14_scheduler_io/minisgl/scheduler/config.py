@@ -1,6 +1,6 @@
 """SchedulerConfig：在 EngineConfig 之上，再加调度器自己的几项设置。
 
-第 14 章加上服务模式的收发地址：几个进程约定同一个 ipc_dir，地址由名字拼出来，谁也不用
+服务模式的收发地址也在这里：几个进程约定同一个 ipc_dir，地址由名字拼出来，谁也不用
 把地址告诉谁（见 minisgl/utils/mp.py · ipc_addr）。
 """
 
@@ -19,7 +19,7 @@ class SchedulerConfig(EngineConfig):
     offline_mode: bool = False  # True：离线用法（LLM.generate），没有前端进程
     # 分块 prefill 的两块之间插一步 decode（默认和上游一样：prefill 优先，块接着块）
     decode_between_chunks: bool = False
-    # 服务模式（第 14 章）：放 IPC 套接字文件的目录，启动器为每个服务新建一个；离线模式用不到
+    # 服务模式：放 IPC 套接字文件的目录，启动器为每个服务新建一个；离线模式用不到
     ipc_dir: str | None = None
 
     def __post_init__(self) -> None:

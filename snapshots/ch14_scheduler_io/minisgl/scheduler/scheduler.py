@@ -8,10 +8,10 @@
     _process_last_data     等新 token 到 CPU，追加到请求上，判断结束，释放结束的请求
 
 Engine 只管算；页表的行、KV 页、谁进这一批，都在这一侧决定。
-第 8 章起 KV 页由 CacheManager 管：准入时匹配前缀缓存并锁住，prefill 之后把算好的前缀
+KV 页由 CacheManager（cache.py）管：接纳时匹配前缀缓存并锁住，prefill 之后把算好的前缀
 交给缓存，请求结束时还页；调度器空闲时核对页的账目。
 
-重叠调度（第 11 章，默认打开）：一步先发出这一批的前向，再处理上一批的结果，CPU 上的
+重叠调度（默认打开）：一步先发出这一批的前向，再处理上一批的结果，CPU 上的
 这些 Python 工作和前向同时进行。设 MINISGL_DISABLE_OVERLAP_SCHEDULING=1 关掉，每一步
 当场处理自己的结果。重叠时一个请求的结果要晚一步才知道，四条规矩保证不出错：
   1. 结束与否按 CPU 上已经拿到的 token 数判断，不看（已经多走了一步的）device_len；
@@ -19,7 +19,7 @@ Engine 只管算；页表的行、KV 页、谁进这一批，都在这一侧决�
   3. 结束或取消的请求，等包含它的最后一批做完，才还它的行和 KV 页（延迟释放）；
   4. 取消的请求不再处理它在途那一批的结果。
 
-服务模式（第 14 章）：run_forever() 反复"收消息 → 处理 → 走一步 → 发结果"，收发交给
+服务模式：run_forever() 反复"收消息 → 处理 → 走一步 → 发结果"，收发交给
 SchedulerIO（io.py）。离线模式（LLM）没有收发，照旧由调用方一步步 step()。
 """
 
@@ -30,7 +30,7 @@ from typing import NamedTuple
 import torch
 
 from minisgl.core import Batch, Req, SamplingParams
-from minisgl.engine import BatchSamplingArgs, Engine, ForwardOutput
+from minisgl.engine import BatchSamplingArgs, Engine, ForwardOutput, logprobs_per_req
 from minisgl.env import ENV
 from minisgl.message import (
     AbortBackendMsg,
@@ -87,14 +87,14 @@ class Scheduler:
         self.tokenizer = load_tokenizer(config.model_path)
         self.eos_token_id: int = self.tokenizer.eos_token_id
         self.known_uids: set[int] = set()  # 排队中或在跑的请求
-        # 重叠调度（第 11 章）：读环境变量一次，之后不变
+        # 重叠调度：读环境变量一次，之后不变
         self.overlap = not ENV.DISABLE_OVERLAP_SCHEDULING
         if self.overlap and self.engine.stream is None:
             self.engine.start_worker()  # CPU：前向交给工作线程，调度器线程接着干自己的
         self.inflight: ForwardData | None = None  # 已经发出、结果还没处理的那一批
         self.finished_reqs: set[Req] = set()  # 已经结束或取消、资源还没还的请求
-        # 服务模式的收发（第 14 章）：给了 ipc_dir 就按它建；测试和演示也可以自己传一个进来。
-        # 离线模式（LLM）和没给 ipc_dir 的用法（第 7–11 章那样自己调用 step()）没有收发
+        # 服务模式的收发：给了 ipc_dir 就按它建；测试和演示也可以自己传一个进来。
+        # 离线模式（LLM）和没给 ipc_dir 的用法（调用方自己一步步 step()）没有收发
         if io is None and not config.offline_mode and config.ipc_dir is not None:
             io = SchedulerIO(config, config.tp_info, new_cpu_group(config.tp_info))
         self.io = io
@@ -123,8 +123,9 @@ class Scheduler:
     def abort_req(self, uid: int) -> bool:
         """取消一个请求：排队中的直接拿掉，在跑的释放资源。返回是否找到了它。"""
         if (pending := self.prefill_manager.abort_req(uid)) is not None:
-            self.known_uids.discard(uid)
-            if pending.chunked_req is not None:  # 算到一半：还回它占的行和页
+            if pending.chunked_req is None:  # 还没开始算：什么资源都没占
+                self.known_uids.discard(uid)
+            else:  # 算到一半：还回它占的行和页，uid 随资源一起注销（只注销一次）
                 self._finish_req(pending.chunked_req)  # 在途时等那一批做完再还
             return True
         req = self.decode_manager.abort_req(uid) or self._find_inflight(uid)
@@ -164,11 +165,13 @@ class Scheduler:
         self.cache_manager.check_integrity()
 
     def shutdown(self) -> None:
-        self.engine.synchronize()  # 等已经发出的前向做完
-        if self.io is not None:
-            self.sync_all_ranks()  # 等所有 rank 都走到这里，再拆进程组
-            self.io.stop()
-        self.engine.shutdown()
+        try:
+            self.engine.synchronize()  # 等已经发出的前向做完（工作线程上出过错时，这里再抛一次）
+            if self.io is not None:
+                self.sync_all_ranks()  # 等所有 rank 都走到这里，再拆进程组
+                self.io.stop()
+        finally:
+            self.engine.shutdown()  # 出了错也要收尾：不然这个进程里再也建不了新的 Engine
 
     # ------------------------------------------------------------------ 服务模式
 
@@ -188,7 +191,8 @@ class Scheduler:
                     self.io.send_result(replies)
                     return
             for out in self.step():
-                replies.append(DetokenizeMsg(out.uid, out.next_token, out.finished))
+                replies.append(DetokenizeMsg(out.uid, out.next_token, out.finished,
+                                             *(out.logprobs or ())))  # 没要 logprobs 时不带
             self.io.send_result(replies)
 
     def sync_all_ranks(self) -> None:
@@ -272,7 +276,9 @@ class Scheduler:
         if output.copy_done is not None:  # 等这一批做完、新 token 到 CPU
             output.copy_done.synchronize()
         replies = []
-        for req, token in zip(forward_input.batch.reqs, output.next_tokens_cpu.tolist()):
+        reqs = forward_input.batch.reqs
+        logprobs = logprobs_per_req(output.logprobs, reqs)  # 没人要 logprobs 时全是 None
+        for req, token, logprob in zip(reqs, output.next_tokens_cpu.tolist(), logprobs):
             if isinstance(req, ChunkedReq):  # 提示还没算完：token 丢掉，不回报，也不进前缀缓存
                 continue
             if req in self.finished_reqs:  # 结束后多算的那一步（或已取消）：token 丢掉
@@ -282,7 +288,7 @@ class Scheduler:
             # 不能看 req.can_decode：重叠时下一批已经发出，device_len 多走了一步
             finished = len(req.input_ids) == req.max_device_len or (
                 token == self.eos_token_id and not req.sampling_params.ignore_eos)
-            replies.append(ReqOutput(req.uid, token, finished))
+            replies.append(ReqOutput(req.uid, token, finished, logprob))
             if finished:
                 self._finish_req(req)
             elif forward_input.batch.is_prefill:  # 提示算完了：交给前缀缓存，别的请求能借用

@@ -22,10 +22,16 @@ from minisgl.utils.mp import ipc_addr
 
 @dataclass(frozen=True)
 class ServerArgs(SchedulerConfig):
+    # 服务时有好几个客户端在流式地等：长提示切成小块，两块之间让在跑的请求 decode 一步，
+    # 每个流最多等一块的时间（离线的 LLM 照旧是上游的默认：大预算、prefill 优先）
+    max_extend_tokens: int = 256
+    decode_between_chunks: bool = True
     server_host: str = "127.0.0.1"
     server_port: int = 1919  # 和上游一样的默认端口
     shell_mode: bool = False  # True：不开 HTTP，在终端里多轮对话
     startup_timeout: float = 600.0  # 子进程（加载模型）最多等这么多秒还没就绪，就报错退出
+    # 有请求在等、后端却这么多秒一点回复都没有：当它卡住了（见 frontend.FrontendManager）
+    watchdog_timeout: float = 60.0
 
     # 进程之间的 ZMQ 地址都在 ipc_dir 里（见 SchedulerConfig）；API server 自己绑定 "frontend"
     @property
@@ -82,6 +88,16 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"要一个数，收到 {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"要 > 0 的数，收到 {text}")
+    return value
+
+
 def _port(text: str) -> int:
     value = _positive_int(text)
     if value > 65535:
@@ -113,7 +129,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="前缀缓存：radix（默认，多轮对话复用前缀）或 naive（不缓存）")
     g.add_argument("--max-prefill-length", "--max-extend-length", dest="max_extend_tokens",
                    type=_positive_int, default=ServerArgs.max_extend_tokens,
-                   help="一步 prefill 最多算多少个 token（更长的提示分块算）")
+                   help="一步 prefill 最多算多少个 token（更长的提示分块算；"
+                        f"默认 {ServerArgs.max_extend_tokens}）")
+    g.add_argument("--decode-between-chunks", dest="decode_between_chunks", action="store_true",
+                   default=ServerArgs.decode_between_chunks,
+                   help="长提示的两块之间让在跑的请求 decode 一步（默认打开：流式输出不会被长提示卡住）")
+    g.add_argument("--no-decode-between-chunks", dest="decode_between_chunks",
+                   action="store_false",
+                   help="关掉上一项：prefill 优先，长提示的块一块接一块地算完（上游的顺序）")
     g.add_argument("--max-seq-len-override", type=_positive_int, default=None,
                    help="单个请求最长多少个 token（提示 + 生成）；默认取模型的上限")
     g = p.add_argument_group("服务")
@@ -121,6 +144,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"监听的地址（默认 {ServerArgs.server_host}）")
     g.add_argument("--port", dest="server_port", type=_port, default=ServerArgs.server_port,
                    help=f"监听的端口（默认 {ServerArgs.server_port}）")
+    g.add_argument("--watchdog-timeout", type=_positive_float, default=ServerArgs.watchdog_timeout,
+                   help="有请求在等、后端却这么多秒没有任何回复，就当它卡住了：等待的请求得到 503，"
+                        f"/health 报 503，服务器退出（默认 {ServerArgs.watchdog_timeout:.0f}）")
     g.add_argument("--shell-mode", action="store_true",
                    help="不开 HTTP 服务，在终端里多轮对话（/reset 清空历史，/exit 退出）")
     g.add_argument("-h", "--help", action="help", help="显示这份帮助并退出")

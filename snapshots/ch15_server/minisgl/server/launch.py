@@ -5,10 +5,12 @@
 
 子进程用 "spawn" 启动（全新的解释器，不继承主进程的线程和锁）。每个子进程就绪后往
 ack 队列里放一条消息；全部到齐才开始服务。之后一个看守线程盯着子进程：谁意外退出，
-API server 立刻让等待中的和新来的请求得到 503，而不是一直挂着。
+API server 让等待中的请求立刻得到 503（而不是一直挂着），然后整个服务器以退出码 1 退出
+（和 vLLM、SGLang 一样：没有后端的服务器不可能再生成，交给外面的人重启）。
 
-退出（Ctrl-C、SIGTERM、启动失败）时：停掉每个子进程、删掉放 IPC 地址的临时目录；
-端口随 uvicorn 关闭而释放。
+退出（Ctrl-C、SIGTERM、启动失败、后端死了）时：停掉每个子进程、删掉放 IPC 地址的临时目录；
+端口随 uvicorn 关闭而释放。启动器自己被 kill -9 时来不及收尾：子进程收到内核代发的 SIGTERM，
+退出前替它删掉 IPC 目录。
 """
 
 from __future__ import annotations
@@ -42,15 +44,23 @@ class StartupError(RuntimeError):
 # ---------------------------------------------------------------------------- 子进程的入口
 
 
-def _prepare_child() -> None:
+_IPC_DIR: str | None = None  # 子进程里：退出时删掉这个目录（启动器可能已经死了）
+
+
+def _prepare_child(ipc_dir: str) -> None:
     """每个子进程一开始做的事：只听启动器的。
 
     终端里按 Ctrl-C，SIGINT 会发给整个进程组；子进程忽略它，由启动器（主进程）统一收尾：
     先停 HTTP，再给每个子进程发 SIGTERM。SIGTERM 当成 KeyboardInterrupt，走正常的收尾。
-    父进程死了（哪怕是 kill -9），子进程也跟着退出。
+    父进程死了（哪怕是 kill -9）：删掉 IPC 目录、立刻退出（见 _exit_now）。
     """
+    global _IPC_DIR
+    _IPC_DIR = ipc_dir
+    parent_pid = mp.parent_process().pid
 
     def _interrupt(signum, frame):
+        if os.getppid() != parent_pid:  # 内核代死去的父进程发来的：没有人要我们的回复了
+            _exit_now()  # 不抛 KeyboardInterrupt：它可能落在某个 __del__ 里被吞掉，子进程就永远留下了
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -60,10 +70,23 @@ def _prepare_child() -> None:
 
         PR_SET_PDEATHSIG = 1
         ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    # 信号处理函数只在主线程回到 Python 字节码时才跑（它可能正卡在一次长前向里），
+    # 所以再让一个守护线程盯着父进程：父进程一换人就收尾
+    threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True,
+                     name="minisgl-orphan-watch").start()
+
+
+def _watch_parent(parent_pid: int) -> None:
+    while os.getppid() == parent_pid:
+        time.sleep(0.2)
+    _exit_now()
 
 
 def _run_scheduler(args: ServerArgs, ack_queue) -> None:
-    _prepare_child()
+    try:
+        _prepare_child(args.ipc_dir)
+    except KeyboardInterrupt:
+        _exit_now()
     import torch
 
     from minisgl.scheduler import Scheduler
@@ -88,9 +111,9 @@ def _run_scheduler(args: ServerArgs, ack_queue) -> None:
     _exit_now()
 
 
-def _run_tokenizer(ack_queue, limit_queue, **kwargs) -> None:
-    _prepare_child()
+def _run_tokenizer(ipc_dir: str, ack_queue, limit_queue, **kwargs) -> None:
     try:
+        _prepare_child(ipc_dir)
         from minisgl.tokenizer import tokenize_worker  # 慢的 import 和调度器加载模型同时进行
 
         max_seq_len = limit_queue.get()  # 调度器就绪后，启动器把它的 max_seq_len 转过来
@@ -105,7 +128,11 @@ def _exit_now() -> None:
 
     正常退出时 Python 要逐个析构 torch、transformers 这些模块，要一秒多（机器忙时几秒），
     启动器停服务时就得多等这么久。multiprocessing 用 fork 启动的子进程也是这样用 os._exit 退出的。
+    子进程退出就意味着服务在停，所以也删掉 IPC 目录（启动器也删，谁先谁后都行）：启动器被 kill -9 时，
+    内核代发的 SIGTERM 可能在我们还没被过继之前就到了，分不清是谁叫我们停的。
     """
+    if _IPC_DIR is not None:
+        shutil.rmtree(_IPC_DIR, ignore_errors=True)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
@@ -132,7 +159,7 @@ class Backend:
         for rank in range(n):
             rank_args = replace(args, tp_info=DistributedInfo(rank, n))
             self._spawn(f"调度器 rank {rank}", _run_scheduler, (rank_args, self.ack_queue), {})
-        self._spawn("tokenizer 进程", _run_tokenizer, (self.ack_queue, self.limit_queue), {
+        self._spawn("tokenizer 进程", _run_tokenizer, (args.ipc_dir, self.ack_queue, self.limit_queue), {
             "tokenizer_path": str(args.model_path), "addr": args.zmq_tokenizer_addr,
             "backend_addr": args.zmq_backend_addr, "frontend_addr": args.zmq_frontend_addr})
         return self._wait_ready()
@@ -161,6 +188,8 @@ class Backend:
                     raise StartupError(f"等了 {timeout:.0f} 秒，还有 {waiting} 个子进程没有就绪")
                 continue
             waiting -= 1
+            if isinstance(ack, dict) and "error" in ack:  # 子进程发现自己没法服务（如 KV 池太小）
+                raise StartupError(ack["error"])
             if isinstance(ack, dict) and "max_seq_len" in ack and not info:
                 info = ack
                 self.limit_queue.put(ack["max_seq_len"])
@@ -203,14 +232,22 @@ class Backend:
 # ---------------------------------------------------------------------------- 入口
 
 
-def _check_port_free(host: str, port: int) -> None:
-    """在加载模型之前就发现端口被占用，省得等半天再失败。"""
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # 和 uvicorn 一样
-        try:
-            s.bind((host, port))
-        except OSError as e:
-            raise StartupError(f"{host}:{port} 用不了（{e.strerror}）：换一个 --port") from None
+def _listen_on(host: str, port: int) -> socket.socket:
+    """加载模型之前就占住端口（bind + listen），之后交给 uvicorn。
+
+    只检查一下"现在空着"不够：加载模型的这几十秒里别的程序可能占走它，uvicorn 到时只能打一行
+    英文错误。占住之后，加载期间连进来的客户端在队列里等着，就绪后照常得到回答。
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # 和 uvicorn 一样
+    try:
+        sock.bind((host, port))
+        sock.listen(2048)  # uvicorn 的默认 backlog
+    except OSError as e:
+        sock.close()
+        raise StartupError(f"{host}:{port} 用不了（{e.strerror}）：换一个 --port") from None
+    return sock
 
 
 def _free_port() -> int:
@@ -235,29 +272,36 @@ def launch_server(argv: list[str] | None = None) -> int:
         os.environ.setdefault("MINISGL_LOG_LEVEL", "WARNING")
     backend = Backend(args)
     logger.info("进程间的 ZMQ 地址放在 %s（退出时删除）", args.ipc_dir)
+    frontends = []  # on_ready 记下 FrontendManager：停下之后看是不是因为后端死了
+    sock = None
     try:
-        if not args.shell_mode:
-            _check_port_free(args.server_host, args.server_port)
+        sock = None if args.shell_mode else _listen_on(args.server_host, args.server_port)
         info = backend.start()
-        from .api_server import ServedModel, connect_frontend
+        from .frontend import ServedModel, connect_frontend
 
         model = ServedModel(Path(args.model_path).name, str(args.model_path), info["max_seq_len"])
 
         def connect():
-            return connect_frontend(args.zmq_frontend_addr, args.zmq_tokenizer_addr)
+            return connect_frontend(args.zmq_frontend_addr, args.zmq_tokenizer_addr,
+                                    args.watchdog_timeout)
 
         if args.shell_mode:
             import asyncio
 
             from .shell import run_shell
 
-            asyncio.run(run_shell(connect, model, on_ready=_watcher(backend)))
+            asyncio.run(run_shell(connect, model, on_ready=_watcher(backend, frontends)))
         else:
             from .api_server import run_api_server
 
             stopped_by = run_api_server(model, connect, args.server_host, args.server_port,
-                                        on_ready=_watcher(backend))
-            return 128 + stopped_by if stopped_by else 0  # 和被信号结束的进程一样：143、130
+                                        on_ready=_watcher(backend, frontends), sock=sock)
+            if stopped_by:
+                return 128 + stopped_by  # 和被信号结束的进程一样：143、130
+            if frontends and frontends[0].backend_error is not None:
+                # 后端死了（或卡住了）：服务器不可能再生成，退出让外面的人重启它（vLLM、SGLang 也这样）
+                print(f"错误：{frontends[0].backend_error}，服务器退出", file=sys.stderr)
+                return 1
         return 0
     except StartupError as e:
         print(f"错误：{e}", file=sys.stderr)
@@ -265,16 +309,19 @@ def launch_server(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     finally:
+        if sock is not None:
+            sock.close()
         backend.stop()
         logger.info("已停止全部子进程")
 
 
-def _watcher(backend: Backend):
+def _watcher(backend: Backend, frontends: list):
     """返回 on_ready(frontend)：在事件循环里开始看守子进程，死讯经事件循环交给 frontend。"""
 
     def on_ready(frontend) -> None:
         import asyncio
 
+        frontends.append(frontend)
         loop = asyncio.get_running_loop()
 
         def on_death(reason: str) -> None:  # 在看守线程里调用：要回到事件循环的线程上执行

@@ -18,9 +18,9 @@ from typing import Awaitable, Callable
 
 from minisgl.core import SamplingParams
 
-from minisgl.tokenizer.server import PROMPT_TOO_LONG
+from minisgl.tokenizer.server import PromptTooLong
 
-from .api_server import BackendUnavailable, FrontendManager, ServedModel
+from .frontend import BackendUnavailable, FrontendManager, ServedModel
 
 HELP = "输入问题回车发送；/reset 清空对话历史，/exit 或 Ctrl-D 退出"
 
@@ -83,7 +83,7 @@ class ChatSession:
             while reply is None or not reply.finished:
                 reply = await self.frontend.next_reply(uid)
                 if reply.finish_reason == "error":
-                    if (reply.error or "").startswith(PROMPT_TOO_LONG):
+                    if reply.error_code == PromptTooLong.code:
                         return _TOO_LONG
                     self.write(f"[出错] {reply.error}\n")
                     return ""

@@ -1,10 +1,11 @@
-"""第 12 章的测量：PUB/SUB 的"迟到的订阅者"（slow joiner）丢多少消息，握手之后丢多少。
+"""第 14 章的测量：PUB/SUB 的两种丢法——"迟到的订阅者"（slow joiner）和高水位，以及握手、hwm=0 之后丢多少。
 
 发布者扮演调度器 rank 0，订阅者扮演 rank 1、rank 2（线程，各用自己的 ZMQ context 和套接字，
 走真实的 ipc 套接字）。两边先各自建好套接字，再过一道"屏障"（相当于上游启动时的
 sync_all_ranks），然后发布者立即以固定间隔（名义上）发 N 条消息。数每个订阅者收到了几条。
+hwm_round 另量一件事：订阅者不读，PUB 按高水位丢掉多少。
 
-    python examples/ch12_pubsub.py
+    python examples/ch14_pubsub.py
 """
 
 from __future__ import annotations

@@ -1,0 +1,10 @@
+# 作弊：SDPA 的 is_causal（左上角对齐）
+# 为什么必须判错：它绕过了这道题的要点（SDPA 的 is_causal（左上角对齐）），只在测试没查到的地方才“对”。
+# 写法：接在这道题的 solution.py 后面（其余和参考答案一样）
+
+def attention(q, k, v):
+    import torch.nn.functional as F
+    group = q.shape[1] // k.shape[1]
+    k = k.repeat_interleave(group, dim=1).transpose(0, 1)
+    v = v.repeat_interleave(group, dim=1).transpose(0, 1)
+    return F.scaled_dot_product_attention(q.transpose(0, 1), k, v, is_causal=True).transpose(0, 1)

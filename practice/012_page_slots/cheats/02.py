@@ -1,0 +1,15 @@
+# 作弊：每次分配都开新页，不接着用最后一页
+# 为什么必须判错：它绕过了这道题的要点（每次分配都开新页，不接着用最后一页），只在测试没查到的地方才“对”。
+# 写法：接在这道题的 solution.py 后面（其余和参考答案一样）
+
+def alloc_slots(table, row, start, end, free_pages, page_size):
+    if page_size < 1 or not (0 <= start <= end <= len(table[row])):
+        raise ValueError("参数不对")
+    need = _pages_up_to(end - start, page_size)
+    if need > len(free_pages):
+        raise RuntimeError("没有空闲页了")
+    pages = free_pages[:need]
+    del free_pages[:need]
+    out = [pages[i // page_size] * page_size + i % page_size for i in range(end - start)]
+    table[row][start:end] = out
+    return out

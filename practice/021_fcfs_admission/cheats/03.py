@@ -1,0 +1,9 @@
+# 作弊：不管在跑的请求将来要的页
+# 为什么必须判错：它绕过了这道题的要点（不管在跑的请求将来要的页），只在测试没查到的地方才“对”。
+# 判词里要有：没有减去在跑的请求还要的页
+# 写法：接在这道题的 solution.py 后面（其余和参考答案一样）
+
+_admit = admit
+def admit(queue, *, free_rows, free_pages, inflight, page_size, token_budget):
+    return _admit(queue, free_rows=free_rows, free_pages=free_pages, inflight=0, page_size=page_size,
+                  token_budget=token_budget)

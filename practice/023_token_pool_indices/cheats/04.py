@@ -1,0 +1,9 @@
+# 作弊：每步把整段序列 [0, device_len) 都当输入
+# 为什么必须判错：它绕过了这道题的要点（每步把整段序列 [0, device_len) 都当输入），只在测试没查到的地方才“对”。
+# 判词里要有：形状
+# 写法：接在这道题的 solution.py 后面（其余和参考答案一样）
+
+def input_indices(reqs):
+    rows = [r[0] for r in reqs for _ in range(r[2])]
+    positions = [p for r in reqs for p in range(r[2])]
+    return torch.tensor(rows, dtype=torch.int64), torch.tensor(positions, dtype=torch.int64)

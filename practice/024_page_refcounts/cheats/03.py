@@ -1,0 +1,15 @@
+# 作弊：alloc 不够时先分了一部分再报错
+# 为什么必须判错：它绕过了这道题的要点（alloc 不够时先分了一部分再报错），只在测试没查到的地方才“对”。
+# 判词里要有：应该是 0
+# 写法：接在这道题的 solution.py 后面（其余和参考答案一样）
+
+def _alloc(self, n):
+    pages = []
+    while len(pages) < n:
+        if not self._free:
+            raise ValueError("不够")
+        page = self._free.pop()
+        self._refs[page] = 1
+        pages.append(page)
+    return pages
+PagePool.alloc = _alloc

@@ -1,0 +1,8 @@
+# 作弊：只查 free_pages 是不是负数
+# 为什么必须判错：它绕过了这道题的要点（只查 free_pages 是不是负数），只在测试没查到的地方才“对”。
+# 判词里要有：evictable_pages 是负数
+# 写法：接在这道题的 solution.py 后面（其余和参考答案一样）
+
+_validate_all = _validate
+def _validate(pending, running, page_size, counts):
+    _validate_all(pending, running, page_size, {"free_pages": counts["free_pages"]})

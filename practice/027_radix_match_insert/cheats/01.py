@@ -1,0 +1,24 @@
+# 作弊：匹配停在节点中间时不切分
+# 为什么必须判错：它绕过了这道题的要点（匹配停在节点中间时不切分），只在测试没查到的地方才“对”。
+# 判词里要有：切成两段
+# 写法：接在这道题的 solution.py 后面（其余和参考答案一样）
+
+def _match_without_split(self, ids):
+    ids, node, matched, values = list(ids), self.root, 0, []
+    while matched < len(ids):
+        rest = ids[matched:]
+        child = node.children.get(tuple(rest[: self.page_size]))
+        if child is None:
+            break
+        n = 0
+        while n < min(len(child.key), len(rest)) and child.key[n] == rest[n]:
+            n += 1
+        n -= n % self.page_size
+        values, matched = values + child.value[:n], matched + n
+        if n < len(child.key):
+            break
+        node = child
+    return matched, values
+
+
+RadixTree.match = _match_without_split

@@ -1,0 +1,13 @@
+# 作弊：evict 返回的槽位排了序
+# 为什么必须判错：它绕过了这道题的要点（evict 返回的槽位排了序），只在测试没查到的地方才“对”。
+# 判词里要有：按逐出的先后
+# 写法：接在这道题的 solution.py 后面（其余和参考答案一样）
+
+_evict_in_order = RadixCache.evict
+
+
+def _evict_sorted(self, size):
+    return sorted(_evict_in_order(self, size))
+
+
+RadixCache.evict = _evict_sorted

@@ -1,0 +1,14 @@
+# 作弊：每块都给全部 key，靠掩码挡住后面的
+# 为什么必须判错：它绕过了这道题的要点（每块都给全部 key，靠掩码挡住后面的），只在测试没查到的地方才“对”。
+# 判词里要有：后面的 key
+# 写法：接在这道题的 solution.py 后面（其余和参考答案一样）
+
+def chunked_attention(q, k, v, chunk, attend):
+    n = q.shape[0]
+    if k.shape[0] != n or v.shape[0] != n:
+        raise ValueError("行数不一样")
+    outputs = []
+    for s, e in _chunks(n, chunk):
+        mask = torch.arange(n)[None, :] <= torch.arange(s, e)[:, None]
+        outputs.append(attend(q[s:e], k, v, mask))
+    return torch.cat(outputs)

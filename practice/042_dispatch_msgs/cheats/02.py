@@ -1,0 +1,34 @@
+# 作弊：什么异常都当成拒绝
+# 为什么必须判错：它绕过了这道题的要点（什么异常都当成拒绝），只在测试没查到的地方才“对”。
+# 判词里要有：应该抛出 SchedulerBug
+
+"""练习 042 的参考答案。"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+
+def dispatch(msgs: list[tuple], add_req: Callable[[int, int], None],
+             abort_req: Callable[[int], object]) -> tuple[list[tuple[int, str]], bool]:
+    rejects: list[tuple[int, str]] = []
+
+    def one(msg: tuple) -> bool:  # 返回 False：收到了退出
+        kind = msg[0]
+        if kind == "batch":
+            return all(one(m) for m in msg[1])  # all 遇到第一个 False 就停，后面的不处理
+        if kind == "exit":
+            return False
+        if kind == "user":
+            try:
+                add_req(msg[1], msg[2])
+            except Exception as e:  # 只有"这个请求不合法"才拒绝；别的错误原样抛出
+                rejects.append((msg[1], str(e)))
+        elif kind == "abort":
+            abort_req(msg[1])
+        else:
+            raise TypeError(f"不认识的消息：{kind!r}")
+        return True
+
+    running = all(one(m) for m in msgs)
+    return rejects, running
