@@ -14,6 +14,8 @@ torch 的张量 / dtype / device / Generator）按值传；别的对象（函数
 solution.py、随机种子和结论文件；子进程里的代码退出、卡住、乱打印，都只是评测进程看到的“行为”。
 评测进程这一边拒绝子进程对它的对象做的危险请求：不许取下划线开头的属性（`cb.__globals__` 就能
 摸到 test.py 的全局变量），不许改属性。
+在 Linux 上，子进程运行学习者的代码之前先把自己关进围栏（confine）：文件系统只读，没有任何特权，
+所以同一个用户（哪怕是 root）的它也读不了 test.py 进程的内存、改不了磁盘上的文件。
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import base64
 import builtins
 import json
 import os
+import re
 import struct
 import sys
 import traceback
@@ -908,6 +911,88 @@ def _write_back(original, new) -> None:
         original[:] = new
 
 
+
+# ---------------------------------------------------------------------------
+# 学习者进程的围栏（Linux）：文件系统只读、没有特权
+# ---------------------------------------------------------------------------
+
+_MS = {"ro": 1, "nosuid": 2, "nodev": 4, "noexec": 8, "noatime": 1024, "nodiratime": 2048,
+       "relatime": 1 << 21, "strictatime": 1 << 24}
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+CLONE_NEWNS, CLONE_NEWUSER = 0x20000, 0x10000000
+
+
+def _mounts() -> list[tuple[str, set[str], str]]:
+    """/proc/self/mountinfo：每个挂载点的路径、这个挂载点自己的选项（ro、nosuid…）、文件系统类型。"""
+    out = []
+    with builtins.open("/proc/self/mountinfo", encoding="utf-8") as f:
+        for line in f:
+            left, _, right = line.partition(" - ")
+            fields = left.split()
+            path = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])
+            out.append((path, set(fields[5].split(",")), right.split()[0]))
+    return out
+
+
+def confine(work: str, user_ns: bool | None = None) -> str:
+    """把这个进程（学习者的代码还没开始运行）关进围栏，返回没做到的原因；都做到了返回空字符串。
+
+    - 自己的挂载命名空间里，所有挂载点都重新挂成只读，只有 work 是一块新的 tmpfs：
+      学习者的代码改不了磁盘上的任何文件（test.py、结论文件、下一次评测要用的东西）；
+    - 放弃全部 capabilities（包括 bounding set，之后 exec 什么也拿不回来），再设 no_new_privs：
+      以 root 运行时也读不了 test.py 进程的内存和环境变量（它设了不可 dump，读它要 CAP_SYS_PTRACE）。
+    不是 root 时先进一个新的用户命名空间（它给了在自己的挂载命名空间里重新挂载的权限）。"""
+    if not sys.platform.startswith("linux"):
+        return "不是 Linux"
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def check(ret: int, what: str) -> None:
+        if ret != 0:
+            raise OSError(ctypes.get_errno(), f"{what}：{os.strerror(ctypes.get_errno())}")
+
+    def mount(source, target, fstype, flags, data=None):
+        enc = (lambda x: None if x is None else x.encode())
+        return libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data))
+
+    if user_ns is None:
+        user_ns = os.geteuid() != 0
+    problems = []
+    try:
+        uid, gid = os.geteuid(), os.getegid()
+        check(libc.unshare(CLONE_NEWNS | (CLONE_NEWUSER if user_ns else 0)), "unshare")
+        if user_ns:  # 命名空间里的 uid、gid 还是自己
+            for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+                with builtins.open(f"/proc/self/{name}", "w") as f:
+                    f.write(text)
+        check(mount(None, "/", None, MS_REC | MS_PRIVATE), "把挂载设成私有")
+        for path, options, _fstype in _mounts():
+            flags = MS_REMOUNT | MS_BIND | _MS["ro"]
+            flags |= sum(bit for name, bit in _MS.items() if name in options)
+            mount(None, path, None, flags)  # 被盖住的挂载点会失败：下面按结果检查
+        check(mount("tmpfs", work, "tmpfs", _MS["nosuid"] | _MS["nodev"], "size=64m,mode=0700"), "挂 tmpfs")
+        os.chdir(work)
+        visible = {path: options for path, options, _ in _mounts()}  # 同一个路径挂了几次：看得见的是最后一个
+        writable = [path for path, options in visible.items() if "ro" not in options and path != work]
+        if writable:
+            problems.append("这些挂载点没能改成只读：" + "、".join(writable[:5]))
+    except Exception as e:  # noqa: BLE001 - 哪一步不行都只是“没搭好”，由评测进程决定怎么办
+        problems.append(str(e) or type(e).__name__)
+    try:  # 不管上面成没成，特权都要放下
+        for cap in range(64):  # bounding set：到了不存在的编号 prctl 报 EINVAL
+            if libc.prctl(24, cap, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
+                break
+        libc.prctl(47, 4, 0, 0, 0)  # PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL
+        header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, 本进程
+        data = (ctypes.c_uint32 * 6)()  # 两组 effective / permitted / inheritable，全是 0
+        check(libc.capset(header, data), "capset")
+        check(libc.prctl(38, 1, 0, 0, 0), "no_new_privs")  # PR_SET_NO_NEW_PRIVS
+    except Exception as e:  # noqa: BLE001
+        problems.append(str(e) or type(e).__name__)
+    return "；".join(problems)
+
+
 LEARNER_FILE = ""
 
 
@@ -945,6 +1030,8 @@ def child_main(rfd: int, wfd: int) -> None:
     LEARNER_FILE = str(first["path"])
     if first.get("cwd"):  # 从预热模板 fork 出来的子进程（practice/warm.py）在这里才知道自己的目录和 CPU 上限
         os.chdir(str(first["cwd"]))
+    # 学习者的代码运行之前：先告诉对面围栏有没有搭好
+    peer.send({"op": "fence", "reason": confine(os.getcwd())})
     if first.get("cpu"):
         import resource
 

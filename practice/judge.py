@@ -154,6 +154,8 @@ def print_verdict(s: Session, ex: Exercise, verdict: Verdict, progress: Progress
     """评测结论。watching：在 watch 里（保存就会重新评测，另开终端才能运行别的命令），建议跟着变。"""
     cmd, n = s.cmd, ex.number
     elsewhere = "在另一个终端运行 " if watching else ""
+    if verdict.fence:  # 评测照常有效（参考实现和结论本来就不在你的进程里），只是多了一层保护没搭上
+        print(dim(f"   提醒：这台机器上没能给你的代码搭好只读的围栏（{verdict.fence}）"))
     if verdict.kind == "passed":
         print(green(bold(f"✅ 通过！{ex.label}")) + dim(f"  （{verdict.seconds:.1f} 秒）"))
         print(f"   {random.choice(ENCOURAGEMENTS)}")

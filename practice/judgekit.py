@@ -336,6 +336,7 @@ def load_target(path: str | os.PathLike[str]) -> Any:
 
 
 _CHILDREN: list["Child"] = []
+FENCE_PROBLEMS: set[str] = set()  # 没能搭好的围栏（isolation.confine 说的原因）：结论里带上，评测器提醒一句
 
 
 def _cpu_limit() -> float:
@@ -454,6 +455,12 @@ class Child:
             self.peer.deadline = time.monotonic() + 6 * limit + 10
         self.peer.send({"op": "load", "path": str(path), "source": source, "prelude": prelude,
                         "name": "learner_" + re.sub(r"\W", "_", path.stem), "cwd": self.work, "cpu": seconds})
+        # 子进程先回一句围栏（只读的文件系统、没有特权，见 isolation.confine）搭好了没有，再运行学习者的代码
+        fence = self.peer.receive()
+        if fence.get("op") != "fence":
+            raise isolation.ProtocolError(f"子进程没有先报告围栏：{short(fence)}")
+        if fence.get("reason"):
+            FENCE_PROBLEMS.add(str(fence["reason"]))
         self.module = self.peer.request_reply()
 
     def cpu_seconds(self) -> float:
@@ -773,6 +780,8 @@ def main(run: Callable[[Any], None], prelude: str = "") -> None:
     if result["verdict"] == FAILED and not result["message"].startswith("评测拒绝了这份代码"):
         result["message"] += f"\n  （这次的随机种子：JUDGE_SEED={seed()}，设置这个环境变量再评测就能复现同样的输入）"
     result["seed"] = seed()
+    if FENCE_PROBLEMS:
+        result["fence"] = "；".join(sorted(FENCE_PROBLEMS))
 
     if result_path:
         # 由 judge.py 调用：结论写成 JSON，先写临时文件再改名，避免写一半

@@ -213,6 +213,72 @@ def test_torch_exercises_judge_the_same_with_and_without_the_warm_template(warm,
     assert verdict.kind == "passed", (verdict.message, verdict.detail)
 
 
+FENCE_PROBE = """
+import errno, os
+
+def _read(path):
+    with builtins_open(path, "rb") as f:
+        return f.read(4096)
+
+builtins_open = __builtins__["open"] if isinstance(__builtins__, dict) else __builtins__.open
+me, group = os.getpid(), os.getpgid(0)
+peers = [int(n) for n in os.listdir("/proc") if n.isdigit() and int(n) != me
+         and int(_read(f"/proc/{n}/stat").decode().rsplit(")", 1)[1].split()[2]) == group]
+assert peers, "进程组里应当有评测进程"
+for pid in peers:
+    for name in ("maps", "environ", "mem"):
+        try:
+            _read(f"/proc/{pid}/{name}")
+        except PermissionError:
+            continue
+        raise AssertionError(f"读到了评测进程的 /proc/{pid}/{name}")
+for target in (CANARY, os.path.join(os.path.dirname(CANARY), "new.txt")):
+    try:
+        with builtins_open(target, "w") as f:
+            f.write("改掉了")
+    except OSError as e:
+        assert e.errno == errno.EROFS, e
+    else:
+        raise AssertionError(f"写进了 {target}")
+with builtins_open("scratch.txt", "w") as f:  # 自己的工作目录可以写
+    f.write("ok")
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="围栏用的是 Linux 的命名空间和 capabilities")
+@pytest.mark.parametrize("warm", ["1", "0"])
+def test_the_learners_process_is_fenced_in(warm, monkeypatch, tmp_path):
+    """学习者的进程（不论从预热模板 fork 还是新起）读不了 test.py 进程的内存、环境变量和内存映射，
+    写不了磁盘上的任何文件，只有自己的工作目录可写；这台机器上围栏是搭好了的（Verdict.fence 为空）。"""
+    monkeypatch.setenv("JUDGE_WARM", warm)
+    ex = TORCH_EXERCISE
+    canary = tmp_path / "canary.txt"
+    canary.write_text("原样", encoding="utf-8")
+    probe = tmp_path / "probe.py"
+    probe.write_text(ex.file("solution.py").read_text(encoding="utf-8")
+                     + f"\nCANARY = {str(canary)!r}\n" + FENCE_PROBE, encoding="utf-8")
+    # 静态检查拦不住 __builtins__["open"] 这种写法：真正挡住它的是围栏
+    verdict = judging.run_test(ex, probe)
+    assert verdict.kind == "passed" and verdict.fence == "", (verdict.kind, verdict.message, verdict.detail)
+    assert canary.read_text(encoding="utf-8") == "原样" and not (tmp_path / "new.txt").exists()
+
+
+def test_a_passing_verdict_from_a_test_process_that_died_does_not_count(tmp_path):
+    """结论文件写着“通过”、口令也对，可评测进程不是以 0 退出的（被杀了）：判“崩溃”。
+    学习者的代码要是能写出这样一份结论再杀掉评测进程（围栏搭不上的机器上），也就只到这一步。"""
+    judge = copy_practice(tmp_path / "practice")
+    ex = next(e for e in judging.load_exercises(judge.parent / "exercises.toml") if e.slug == "type_tags")
+    assert not judging._uses_torch(ex)  # 新起的解释器：sys.exit 之后 atexit 才会运行
+    test = ex.file("test.py")
+    future = "from __future__ import annotations\n"
+    text = test.read_text(encoding="utf-8")
+    assert future in text
+    test.write_text(text.replace(future, future + "import atexit, os\n"
+                                 "atexit.register(lambda: os.kill(os.getpid(), 9))\n", 1), encoding="utf-8")
+    verdict = judging.run_test(ex, ex.file("solution.py"))
+    assert verdict.kind == "crash" and "没有正常结束" in verdict.message and "-9" in verdict.message, verdict
+
+
 def test_the_time_limit_counts_the_learners_code_not_test_imports(tmp_path):
     # config_shapes 的参考答案在学习者进程里只用约 0.15 秒 CPU，离 2 秒限制的上限（6 秒）很远。
     # req_lengths 不行：它的几万次跨进程调用要 5–6 秒 CPU，2 秒的限制下有没有通过看机器。

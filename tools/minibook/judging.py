@@ -239,6 +239,7 @@ class Verdict:
     seconds: float = 0.0
     limit: float = 0.0  # 这次评测的时间限制（秒）
     seed: int = 0  # 这次评测的随机种子（JUDGE_SEED=它 可以复现）
+    fence: str = ""  # 学习者的进程没能关进围栏的原因（practice/isolation.py 的 confine）；关好了是空的
 
     @property
     def passed(self) -> bool:
@@ -511,6 +512,10 @@ def run_test(ex: Exercise, target: Path, timeout: float | None = None, seed: int
         if isinstance(result, dict) and result.get("nonce") != nonce:
             return Verdict("crash", message="结论文件不是评测写的（口令对不上）：评测不认它", output=output,
                            seconds=seconds, limit=limit)
+        if isinstance(result, dict) and result.get("verdict") == "passed" and returncode != 0:
+            # test.py 写完“通过”就以 0 退出；结论是“通过”、进程却被杀了或出了错，这份结论不算数
+            return Verdict("crash", message=f"结论是“通过”，评测进程却没有正常结束（退出码 {returncode}）：评测不认它",
+                           output=output, seconds=seconds, limit=limit)
         if not isinstance(result, dict):
             # test.py 没写出结论：它自己没能启动（比如缺 torch），或者进程被杀了
             stderr = _tail(tmp / "stderr", 15)
@@ -536,6 +541,7 @@ def run_test(ex: Exercise, target: Path, timeout: float | None = None, seed: int
             seconds=seconds,
             limit=limit,
             seed=int(result.get("seed") or seed),
+            fence=str(result.get("fence", "")),
         )
 
 
