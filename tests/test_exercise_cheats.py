@@ -8,8 +8,9 @@ BOOK.md 的坑：只检查“能跑”的测试，删掉代码也能过。我们
     # 判词里要有：某个字样          （可选：不光要判错，还要因为对的理由判错；几种说法用“｜”隔开）
     # 写法：接在这道题的 solution.py 后面   （可选：没有这一行时，文件本身就是完整的答案）
 
-文件名以 u 开头的是“通用作弊”：调用 __main__ 里的参考实现、执行 solution.py、改写 test.py 的 run、
-自己写结论文件——旧评测让学习者的代码和 test.py 同在一个进程里，它们对每道题都管用。
+practice/cheats/ 里的是“通用作弊”：执行 solution.py、改写 test.py 的 run、自己写结论文件、读评测进程的
+内存——它们不针对哪一道题，所以对 COVERING 里的每一道题都评一遍：这几道题合起来走遍了评测的每一条路
+（新起的解释器和预热模板、只用标准库和要 torch、stage 驱动、几个学习者进程、asyncio）。
 
 评测走的是学习者用的同一条路：minibook.judging.run_test（子进程、口令、随机种子都在里面）。
 另一条能推广到每道题的检查：参考答案里每一个公开的函数，单独换成 `raise NotImplementedError`，
@@ -29,6 +30,10 @@ ROOT = Path(__file__).resolve().parents[1]
 PRACTICE = ROOT / "practice"
 EXERCISES = {ex.name: ex for ex in judging.load_exercises()}
 CHEAT_FILES = sorted(PRACTICE.glob("*/cheats/*.py"))
+UNIVERSAL = sorted((PRACTICE / "cheats").glob("*.py"))
+COVERING = ["001_causal_attention", "004_batch_positions", "021_fcfs_admission", "023_token_pool_indices",
+            "027_radix_match_insert", "035_cpu_stream", "040_stop_holdback", "043_count_agreement",
+            "044_late_subscriber", "047_reply_router"]
 APPENDED = "接在这道题的 solution.py 后面"
 
 
@@ -53,6 +58,8 @@ def cheat_source(path: Path) -> str:
 
 
 def cheat_id(path: Path) -> str:
+    if path.parent == PRACTICE / "cheats":
+        return f"u-{path.stem}"
     return f"{path.parent.parent.name[:3]}-{path.stem}"
 
 
@@ -62,12 +69,31 @@ def test_there_are_cheats_and_every_exercise_has_one():
     assert set(EXERCISES) <= covered, f"没有作弊答案的练习：{sorted(set(EXERCISES) - covered)}"
 
 
-@pytest.mark.parametrize("path", CHEAT_FILES, ids=cheat_id)
+@pytest.mark.parametrize("path", CHEAT_FILES + UNIVERSAL, ids=cheat_id)
 def test_cheat_file_says_why_it_must_fail(path):
     fields = header(path)
     assert fields.get("作弊"), f"{path}：开头要有一行 “# 作弊：……”"
     assert fields.get("为什么必须判错"), f"{path}：开头要有一行 “# 为什么必须判错：……”"
     assert fields.get("写法", APPENDED).startswith(APPENDED), f"{path}：“写法”只能是「{APPENDED}」"
+
+
+def test_the_covering_exercises_take_every_path_of_the_judge():
+    covering = [EXERCISES[name] for name in COVERING]
+    assert UNIVERSAL and not any(p.stem.startswith("u") for p in CHEAT_FILES)  # 通用作弊只放在一个地方
+    assert {judging._uses_torch(ex) for ex in covering} == {True, False}
+    tests = {ex.name: ex.file("test.py").read_text(encoding="utf-8") for ex in covering}
+    for helper in ("stage(", "more_processes", "asyncio"):
+        assert any(helper in text for text in tests.values()), helper
+
+
+@pytest.mark.parametrize("path,exercise", [(p, name) for p in UNIVERSAL for name in COVERING],
+                         ids=[f"u-{p.stem}-{name[:3]}" for p in UNIVERSAL for name in COVERING])
+def test_universal_cheat_is_rejected(path, exercise, tmp_path):
+    target = tmp_path / "answer.py"
+    target.write_text(path.read_text(encoding="utf-8"), encoding="utf-8")
+    verdict = judging.run_test(EXERCISES[exercise], target)
+    assert verdict.kind != "passed", (
+        f"{exercise} 的评测没有拒绝通用作弊「{header(path)['作弊']}」（{path.name}，JUDGE_SEED={verdict.seed}）")
 
 
 @pytest.mark.parametrize("path", CHEAT_FILES, ids=cheat_id)
