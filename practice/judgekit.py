@@ -130,6 +130,16 @@ def check_equal(actual: Any, expected: Any, what: str, context: str = "") -> Non
     raise CheckFailed("\n".join(lines))
 
 
+def mistake_hint(hits: list[str]) -> str:
+    """学习者的结果和哪几种常见错误的结果一样（hits：每种错误的说明）。几种错误碰巧给出同一个结果时
+    都列出来：只挑一种说，可能说的恰好不是学习者犯的那种。"""
+    if not hits:
+        return ""
+    if len(hits) == 1:
+        return f"\n  看起来：{hits[0]}"
+    return "\n  看起来是下面几种之一（这组输入分不出是哪一种）：" + "".join(f"\n    - {h}" for h in hits)
+
+
 def check_raises(
     exc_type: type[BaseException], fn: Callable[..., Any], *args: Any, what: str, **kwargs: Any
 ) -> BaseException:

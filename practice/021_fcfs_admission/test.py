@@ -12,7 +12,7 @@ from pathlib import Path
 sys.path.insert(
     0, str(Path(__file__).resolve().parent.parent)
 )  # 找到 practice/judgekit.py
-from judgekit import check, check_equal, check_int_list, check_raises, check_type, main, require, short, probe_bad_arguments, seed
+from judgekit import check, check_equal, check_int_list, check_raises, check_type, main, require, short, mistake_hint, probe_bad_arguments, seed
 
 SEED = seed()  # 每次评测由评测器抽一个，学习者的进程看不到；没通过时判词里有 JUDGE_SEED=… 可以复现
 
@@ -58,12 +58,12 @@ def ref_admit(queue, free_rows, free_pages, inflight, page_size, token_budget, *
 
 
 MISTAKES = [
-    (dict(skip=True), "看起来：放不下的请求被跳过了，后面的小请求插了队；先来先服务要在第一个放不下的请求处停下"),
-    (dict(minus_one=False), "看起来：最坏情况按 prompt_len + max_tokens 个 token 算了；最后采样出的 token 不进 KV 池，应当是 prompt_len + max_tokens - 1"),
-    (dict(prompt_only=True), "看起来：只给提示留了页；请求会一直生成到 max_tokens，接纳时要按最坏情况留够"),
-    (dict(use_inflight=False), "看起来：没有减去在跑的请求还要的页（inflight）；它们将来要用的页不能再许给新请求"),
-    (dict(first_free=False), "看起来：队首第一个请求也受预算限制了；它再长也要收下，否则永远进不来"),
-    (dict(overshoot=True), "看起来：只看预算还有没有剩；队首之后的请求，提示长度要放得进剩下的预算"),
+    (dict(skip=True), "放不下的请求被跳过了，后面的小请求插了队；先来先服务要在第一个放不下的请求处停下"),
+    (dict(minus_one=False), "最坏情况按 prompt_len + max_tokens 个 token 算了；最后采样出的 token 不进 KV 池，应当是 prompt_len + max_tokens - 1"),
+    (dict(prompt_only=True), "只给提示留了页；请求会一直生成到 max_tokens，接纳时要按最坏情况留够"),
+    (dict(use_inflight=False), "没有减去在跑的请求还要的页（inflight）；它们将来要用的页不能再许给新请求"),
+    (dict(first_free=False), "队首第一个请求也受预算限制了；它再长也要收下，否则永远进不来"),
+    (dict(overshoot=True), "只看预算还有没有剩；队首之后的请求，提示长度要放得进剩下的预算"),
 ]
 
 
@@ -81,12 +81,8 @@ def check_admit(admit, queue, **kw) -> None:
     want = ref_admit(copy, **kw)
     if got == want:
         return
-    hint = ""
-    for variant, text in MISTAKES:
-        if got == ref_admit(copy, **kw, **variant):
-            hint = "\n  " + text
-            break
-    check_equal(got, want, "接纳的下标", context + hint)
+    hints = [text for variant, text in MISTAKES if got == ref_admit(copy, **kw, **variant)]
+    check_equal(got, want, "接纳的下标", context + mistake_hint(hints))
 
 
 def check_inflight(inflight_pages, running, page_size) -> None:

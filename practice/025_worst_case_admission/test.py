@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # 找到 practice/judgekit.py
-from judgekit import check, check_equal, check_raises, check_type, main, require, seed
+from judgekit import check, check_equal, check_raises, check_type, main, mistake_hint, require, seed
 
 SEED = seed()  # 每次评测由评测器抽一个，学习者的进程看不到；没通过时判词里有 JUDGE_SEED=… 可以复现
 
@@ -88,8 +88,7 @@ def check_case(admit, case) -> None:
     want = ref_of(case)
     if got != want:
         hints = [text for flag, text in MISTAKES.items() if ref_of(case, **{flag: True}) == got]
-        hint = f"\n  看起来：{hints[0]}" if len(hints) == 1 else ""
-        check(False, f"{describe(case)}\n  应该接纳 {want} 个，你的是 {got}{hint}")
+        check(False, f"{describe(case)}\n  应该接纳 {want} 个，你的是 {got}{mistake_hint(hints)}")
     check_equal((pending, running), before, "调用者传进来的 pending / running（不应该被改动）",
                 describe(case))
 
