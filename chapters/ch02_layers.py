@@ -38,7 +38,7 @@ _ = setup(2)  # 赋值而不显示：返回的树路径随机器而变
 # %% [markdown]
 # ## 本章要回顾的文件
 #
-# 本章新建 `minisgl/layers/` 下的 8 个文件。`minisgl/distributed/` 的 3 个文件是提前引入的：线性层建好就要知道“我是第几个 rank”，前向时要调 [all-reduce](../glossary.md#all-reduce) / [all-gather](../glossary.md#all-gather)；多进程的部分留到第 16 章。
+# 本章新建 `minisgl/layers/` 下的 8 个文件。`minisgl/distributed/` 的 3 个文件是提前引入的：线性层建好就要知道“我是第几个 rank”，前向时要调 [all-reduce](../glossary.md#all-reduce) / [all-gather](../glossary.md#all-gather)；多进程的部分是计划中的第 16 章（张量并行）要讲的。
 
 # %% tags=["remove-input"]
 header()
@@ -468,7 +468,7 @@ listing("minisgl/distributed/info.py", "get_tp_info")
 #
 #     名字来自数学上的 `y = xA`（`A = Wᵀ`）：“列并行”切的是 `A` 的列，也就是 `W` 的**行**。
 #
-#     真正的 TP 里每个 rank 是一个进程，启动时登记一次自己的位置（第 16 章）。在一个进程里模拟时，我们在**建每个 rank 的层之前**换着登记：`set_tp_info(0, 2)` 建 rank 0 的层，`set_tp_info(1, 2)` 建 rank 1 的层，建完回到 `(0, 1)`。层只在 `__init__` 里读它，建好之后就和全局状态无关了。
+#     真正的 TP 里每个 rank 是一个进程，启动时登记一次自己的位置（计划中的第 16 章）。在一个进程里模拟时，我们在**建每个 rank 的层之前**换着登记：`set_tp_info(0, 2)` 建 rank 0 的层，`set_tp_info(1, 2)` 建 rank 1 的层，建完回到 `(0, 1)`。层只在 `__init__` 里读它，建好之后就和全局状态无关了。
 #
 # 所有线性层共用一个基类，本地权重是 `[local_out, local_in]`：
 

@@ -462,7 +462,7 @@ print(f"  补齐后 1 次 SDPA   ：{batched_ms:.2f} ms")
 #     2. **gather 是拷贝。** `index_select` 把散落在各页的 K/V 拷成连续的一段，GQA 的 `repeat_interleave` 再拷一份 `group` 倍大的。以 Qwen3-0.6B（28 层、8 个 KV 头、head_dim 128、bf16）为例，每个 token 的 K/V 是 28 × 2 × 8 × 128 × 2 字节 = 112 KiB，一个 4k 上下文的请求每步要读 448 MiB；参考后端在此之外还要写出 448 MiB 的 gather 副本和 896 MiB 的 GQA 副本再读回来，而 decode 是受带宽限制的。
 #     3. **补齐白算。** 31 个 16 个 key 的请求和 1 个 4000 个 key 的请求补齐在一起，每层每头算 32 × 4000 = 128000 个分数，有用的只有 4496 个。
 #
-#     FlashAttention 的变长 / 分页接口和 FlashInfer 的分页 prefill、decode wrapper 一次内核调用算完整批：拿着每个请求的长度知道 query 在哪，在内核里直接按页表去各页读 K/V，不拷贝；GQA 按 `h // group` 读同一份 KV 头，不复制；各请求读各自的长度，不补齐；因果掩码由内核按位置生成。`prepare_metadata` 算的还是这几样东西，只是交给内核时换一种排布（第 17 章）。
+#     FlashAttention 的变长 / 分页接口和 FlashInfer 的分页 prefill、decode wrapper 一次内核调用算完整批：拿着每个请求的长度知道 query 在哪，在内核里直接按页表去各页读 K/V，不拷贝；GQA 按 `h // group` 读同一份 KV 头，不复制；各请求读各自的长度，不补齐；因果掩码由内核按位置生成。`prepare_metadata` 算的还是这几样东西，只是交给内核时换一种排布（计划中的第 17 章）。
 
 # %% [markdown]
 # ## 运行

@@ -179,7 +179,7 @@ Markdown("\n".join(rows))
 # %% [markdown]
 # ## 占位行指向一页没人用的占位页
 #
-# 页表最后一行不发给请求，留给补齐批大小用的占位请求（第 18 章的 CUDA 图按固定批大小重放时要用）。占位请求和真实请求一起前向，也会把它的 K/V 写进“自己的”槽位：这一行指向哪里，决定了这次写入会不会伤到别人。下面手工补一个占位请求，让它和一个真实请求一起 decode：
+# 页表最后一行不发给请求，留给补齐批大小用的占位请求（CUDA 图按固定批大小重放时要用，计划在第 18 章讲）。占位请求和真实请求一起前向，也会把它的 K/V 写进“自己的”槽位：这一行指向哪里，决定了这次写入会不会伤到别人。下面手工补一个占位请求，让它和一个真实请求一起 decode：
 
 # %%
 PAD_ROW = engine.config.max_running_req  # 页表最后一行
@@ -526,7 +526,7 @@ assert firsts == ["aten::mm", "aten::mm"]  # 两边排第一的都是矩阵乘
 #
 # 名字和接口与[上游](../glossary.md#upstream) mini-sglang 一致（`EngineConfig`、`Engine.forward_batch`、`ForwardOutput`、`Sampler.prepare` / `sample`），差别有四处：
 #
-# - 我们用设备当前的流，CPU 也能跑；上游只跑 GPU，构造时新建一条自己的流并设为当前流，因为它的重叠调度要把元数据拷贝和计算放在不同的流上。`python/minisgl/engine/engine.py` · `Engine.__init__`
+# - 流：CUDA 上和上游一样，构造时新建一条自己的流并设为当前流（旧式的默认流会和 NCCL、别的流隐式同步，CUDA 图的捕获也要在自己的流上进行）；差别只在 CPU 上没有流，我们什么也不做，上游不支持 CPU。`python/minisgl/engine/engine.py` · `Engine.__init__`
 # - 我们的 KV 预算是装完权重后剩余内存 × 0.3；上游在装权重前量空闲显存（TP 时取各 rank 的最小值），预算 = 0.9 × 空闲 − 权重，因为整块 GPU 归它一个进程，CPU 内存却是整机共享的。`python/minisgl/engine/engine.py` · `Engine._determine_num_pages`
 # - 我们用纯 torch 排一次序再抽样，贪心行用精确的 argmax；上游调 FlashInfer 不排序的采样内核，温度夹到不小于 1e-6 来近似贪心，因为对 15 万的词表排序在 GPU 上是一个不小的内核。`python/minisgl/engine/sample.py` · `Sampler.sample`
 # - 我们的 `ForwardOutput` 是 dataclass，CPU 上副本就是原张量、事件为 `None`；上游是 `NamedTuple`，事件总是 CUDA 事件，因为它只在 GPU 上跑。`python/minisgl/engine/engine.py` · `ForwardOutput`

@@ -293,7 +293,7 @@ assert stall_structure(stalls["分块 128，两块之间 decode 一步"]) == (1,
 listing("minisgl/scheduler/scheduler.py", "Scheduler._schedule_next_batch")
 
 # %% [markdown]
-# 开关默认关着，和上游一样。打开它是拿长提示的首 token 时间（[TTFT](../glossary.md#ttft)）换在跑请求的 token 间隔：块越多，长提示多等的 decode 步越多（这台机器上一步 decode 只有十几毫秒（图里那些短竖线），和计时的抖动差不多大，所以上面的 TTFT 不一定每次都看得出差别；多出来的步数是确定的）。
+# 引擎里这个开关默认关着，和上游一样；第 15 章的服务器默认打开它（长提示 prefill 时，在跑的流不能停）。打开它是拿长提示的首 token 时间（[TTFT](../glossary.md#ttft)）换在跑请求的 token 间隔：块越多，长提示多等的 decode 步越多（这台机器上一步 decode 只有十几毫秒（图里那些短竖线），和计时的抖动差不多大，所以上面的 TTFT 不一定每次都看得出差别；多出来的步数是确定的）。
 #
 # ??? note "深入：SGLang 的做法——把 decode 和块放进同一批"
 #
