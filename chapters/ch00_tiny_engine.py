@@ -533,7 +533,13 @@ run("python examples/ch00_tiny_engine.py")
 #
 # ## 官方实现
 #
-# 上游没有这样一个单文件的引擎：本章的加载、前向、采样和生成循环在上游拆进了各个模块，第 2、3、6、7 章的“官方实现”一节各自给出它们的位置。
+# 上游没有这样一个单文件的引擎：本章的几件事在上游各在一个模块里，第 2、3、6、7 章再逐个展开。行号指[上游](../glossary.md#upstream)词条里固定的那个提交。
+#
+# - 从 safetensors 读权重（按 rank 切、把 q/k/v 合并）：`python/minisgl/models/weight.py` · `load_weight`（第 75～124 行）
+# - 一层解码器（注意力 + MLP，各带残差）：`python/minisgl/models/llama.py` · `LlamaDecoderLayer`（第 18～43 行）、`python/minisgl/models/qwen3.py` · `Qwen3DecoderLayer`（第 18～41 行）
+# - 整个模型（嵌入、若干层、最后的 norm 和 LM head）：`python/minisgl/models/llama.py` · `LlamaForCausalLM`（第 68～82 行）
+# - 采样：`python/minisgl/engine/sample.py` · `sample_impl`（第 24～45 行）
+# - 生成循环（离线的 `LLM.generate`：提交请求、一步步收回 token）：`python/minisgl/llm/llm.py` · `LLM.generate`（第 77～98 行）
 
 # %% [markdown]
 # ## 测试
