@@ -75,6 +75,10 @@ def test_cheat_file_says_why_it_must_fail(path):
     assert fields.get("作弊"), f"{path}：开头要有一行 “# 作弊：……”"
     assert fields.get("为什么必须判错"), f"{path}：开头要有一行 “# 为什么必须判错：……”"
     assert fields.get("写法", APPENDED).startswith(APPENDED), f"{path}：“写法”只能是「{APPENDED}」"
+    why = fields["为什么必须判错"]
+    assert fields["作弊"] not in why and "只在测试没查到的地方才" not in why, (
+        f"{path}：“为什么必须判错”不能只是把“作弊”那一行再说一遍：要写出题目要求的哪一点被它跳过或做错了、"
+        "在什么输入上会错")
 
 
 def test_the_covering_exercises_take_every_path_of_the_judge():

@@ -1,5 +1,5 @@
 # 作弊：GQA 用 repeat 而不是 repeat_interleave
-# 为什么必须判错：它绕过了这道题的要点（GQA 用 repeat 而不是 repeat_interleave），只在测试没查到的地方才“对”。
+# 为什么必须判错：题目要求 query 头 h 用 KV 头 h // group（相邻头共用，同 repeat_interleave）；repeat 把 KV 头平铺成 h % Hkv，GQA 比例大于 1 且 Hkv > 1 时头配错了，输出不对。
 # 写法：接在这道题的 solution.py 后面（其余和参考答案一样）
 
 _orig_attention = attention

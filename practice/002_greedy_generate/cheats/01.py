@@ -1,5 +1,5 @@
 # 作弊：每一步把整段序列重算一遍
-# 为什么必须判错：它绕过了这道题的要点（每一步把整段序列重算一遍），只在测试没查到的地方才“对”。
+# 为什么必须判错：题目要求 prompt 只用 step(prompt, 0) 送一次，之后每步只送上一步选出的 1 个 token、start 是它的位置；它每步都从 0 把整段序列重送，第 2 次调用起参数就和假模型记的缓存对不上。
 # 写法：接在这道题的 solution.py 后面（其余和参考答案一样）
 
 def greedy_generate(prompt, step, max_new_tokens, eos_id=None):

@@ -1,5 +1,5 @@
 # 作弊：eps 加在根号外面
-# 为什么必须判错：它绕过了这道题的要点（eps 加在根号外面），只在测试没查到的地方才“对”。
+# 为什么必须判错：题目要求 eps 在根号里面：x / sqrt(mean(x²) + eps)；它算成 x / (sqrt(mean(x²)) + eps)，float32 输入的容差很紧，eps 放错位置的输出超出容差。
 # 写法：接在这道题的 solution.py 后面（其余和参考答案一样）
 
 def rms_norm(x, weight, eps):

@@ -1,5 +1,5 @@
 # 作弊：SDPA 的 is_causal（左上角对齐）
-# 为什么必须判错：它绕过了这道题的要点（SDPA 的 is_causal（左上角对齐）），只在测试没查到的地方才“对”。
+# 为什么必须判错：题目要求每个请求的新 token 能看见全部缓存前缀（右下角对齐）；is_causal=True 是左上角对齐，带缓存、一次多个新 token 的请求会少看缓存里的 key，数值不对。
 # 写法：接在这道题的 solution.py 后面（其余和参考答案一样）
 
 def paged_prefill_attention(q, k_buf, v_buf, page_table, table_idx, cached_lens, extend_lens):

@@ -1,5 +1,5 @@
 # 作弊：不查页表，当作槽位从 0 开始连续
-# 为什么必须判错：它绕过了这道题的要点（不查页表，当作槽位从 0 开始连续），只在测试没查到的地方才“对”。
+# 为什么必须判错：题目要求按页表取每个位置的槽位；它假定从 page_table[row, 0] 起槽位连续，测试里的槽位按页随机打乱，跨页之后读到的是别的槽位（随机数），输出不对。
 # 写法：接在这道题的 solution.py 后面（其余和参考答案一样）
 
 def paged_prefill_attention(q, k_buf, v_buf, page_table, table_idx, cached_lens, extend_lens):

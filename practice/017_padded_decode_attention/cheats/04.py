@@ -1,5 +1,5 @@
 # 作弊：decode_attention 按请求各调一次 padded_attention
-# 为什么必须判错：它绕过了这道题的要点（decode_attention 按请求各调一次 padded_attention），只在测试没查到的地方才“对”。
+# 为什么必须判错：题目要求 decode_attention 整批只调用一次 padded_attention（一次 SDPA）；它按请求逐个补齐、逐个调用，批里有几个请求 SDPA 就调用几次。
 # 写法：接在这道题的 solution.py 后面（其余和参考答案一样）
 
 def decode_attention(q, k_buf, v_buf, page_table, table_idx, seq_lens):

@@ -1,5 +1,5 @@
 # 作弊：先 top-p 再 top-k
-# 为什么必须判错：它绕过了这道题的要点（先 top-p 再 top-k），只在测试没查到的地方才“对”。
+# 为什么必须判错：题目要求先按 top_k 截断、在留下的 token 里重新归一化后再做 top_p；它在全部词表的概率上先做 top-p 再截 top-k，k、p 同时开启时留下的集合和参考实现不一样。
 # 写法：接在这道题的 solution.py 后面（其余和参考答案一样）
 
 def top_k_top_p_filter(logits, top_k, top_p):

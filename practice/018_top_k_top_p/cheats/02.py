@@ -1,5 +1,5 @@
 # 作弊：top-p 把越过 p 的那个 token 也扔掉
-# 为什么必须判错：它绕过了这道题的要点（top-p 把越过 p 的那个 token 也扔掉），只在测试没查到的地方才“对”。
+# 为什么必须判错：题目要求 top-p 留下“前面的概率之和 < p”的 token，越过 p 的那个也要留下；它只留累积概率 <= p 的，把恰好越过 p 的那个 token 也扔掉了，开了 top-p 的行少留一个。
 # 写法：接在这道题的 solution.py 后面（其余和参考答案一样）
 
 def top_k_top_p_filter(logits, top_k, top_p):

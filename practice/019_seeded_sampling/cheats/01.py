@@ -1,5 +1,5 @@
 # 作弊：先过滤再除以温度
-# 为什么必须判错：它绕过了这道题的要点（先过滤再除以温度），只在测试没查到的地方才“对”。
+# 为什么必须判错：题目要求频率符合 softmax(过滤(logits / T))：先除以温度再做 top-k/top-p；它先在原 logits 上过滤再除温度，温度不是 1 时 top-p 留下的集合不同，卡方检验对不上。
 # 写法：接在这道题的 solution.py 后面（其余和参考答案一样）
 
 def sample(logits, temperatures, top_k, top_p, generator):

@@ -1,5 +1,5 @@
 # 作弊：只查 free_pages 是不是负数
-# 为什么必须判错：它绕过了这道题的要点（只查 free_pages 是不是负数），只在测试没查到的地方才“对”。
+# 为什么必须判错：题目要求 free_pages、evictable_pages、free_rows、token_budget 任何一个是负数都抛 ValueError；它只查 free_pages，evictable_pages 等是负数时不报错、接着算。
 # 判词里要有：evictable_pages 是负数
 # 写法：接在这道题的 solution.py 后面（其余和参考答案一样）
 

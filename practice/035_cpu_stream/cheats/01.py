@@ -1,5 +1,5 @@
 # 作弊：用 concurrent.futures 的线程池
-# 为什么必须判错：它绕过了这道题的要点（用 concurrent.futures 的线程池），只在测试没查到的地方才“对”。
+# 为什么必须判错：题目要求用 threading（和 queue）亲手写工作线程，不要用 concurrent.futures；它直接套 ThreadPoolExecutor，评测发现它用了 concurrent.futures。
 # 判词里要有：concurrent.futures
 # 写法：接在这道题的 solution.py 后面（其余和参考答案一样）
 

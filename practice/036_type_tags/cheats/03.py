@@ -1,5 +1,5 @@
 # 作弊：tuple 原样保留
-# 为什么必须判错：它绕过了这道题的要点（tuple 原样保留），只在测试没查到的地方才“对”。
+# 为什么必须判错：题目要求 list 和 tuple 都变成 list（msgpack 不区分两者）；它保留 tuple，对象里有 tuple 字段时 to_wire 的结果和参考不一样，tuple 没有变成 list。
 # 判词里要有：tuple 没有变成 list
 
 """练习 036 的参考答案。"""

@@ -1,5 +1,5 @@
 # 作弊：frombuffer 之后不复制（和 buffer 共用内存）
-# 为什么必须判错：它绕过了这道题的要点（frombuffer 之后不复制（和 buffer 共用内存）），只在测试没查到的地方才“对”。
+# 为什么必须判错：题目要求 tensor_from_wire 返回的张量拥有自己的内存；它 frombuffer 之后不复制，和传进来的 bytearray 共用内存，之后改 buffer，张量跟着变。
 # 判词里要有：应该不跟着变
 
 """练习 038 的参考答案：全程只用 torch，不经过 numpy。"""

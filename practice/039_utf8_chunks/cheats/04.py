@@ -1,5 +1,5 @@
 # 作弊：用 codecs 的增量解码器
-# 为什么必须判错：它绕过了这道题的要点（用 codecs 的增量解码器），只在测试没查到的地方才“对”。
+# 为什么必须判错：题目明确不许用 codecs 模块（它的增量解码器正是要你写的东西）；它直接用 codecs.getincrementaldecoder，评测发现它用了 codecs。
 # 判词里要有：codecs
 
 import codecs

@@ -1,5 +1,5 @@
 # 作弊：躲过名字检查拿 encodings.utf_8 的增量解码器
-# 为什么必须判错：它绕过了这道题的要点（躲过名字检查拿 encodings.utf_8 的增量解码器），只在测试没查到的地方才“对”。
+# 为什么必须判错：题目不许用 codecs 的增量解码器；它改从 encodings.utf_8 里拼名字拿 IncrementalDecoder，还是同一个东西，评测照样查出它用了不许用的增量解码器。
 # 判词里要有：不许用
 
 import encodings.utf_8 as u

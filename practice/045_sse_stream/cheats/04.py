@@ -1,5 +1,5 @@
 # 作弊：json.dumps 用默认的 ensure_ascii（中文变成 \uXXXX）
-# 为什么必须判错：它绕过了这道题的要点（json.dumps 用默认的 ensure_ascii（中文变成 \uXXXX）），只在测试没查到的地方才“对”。
+# 为什么必须判错：题目要求 encode_event 用 json.dumps(payload, ensure_ascii=False)；它用默认的 ensure_ascii，中文和 emoji 被写成 \uXXXX，写出的字节和要求不一样。
 # 判词里要有：ensure_ascii
 
 """练习 045 的参考答案。"""
