@@ -540,7 +540,7 @@ BAD_REQUESTS = {
                                b'{"messages": [{"role": "user", "content": "hi \\ud800"}]}',
                                "messages.0.content"),
     "lone_surrogate_stop": ("/v1/completions", b'{"prompt": "hi", "stop": "\\udc00"}', "stop"),
-    "invalid_utf8": ("/v1/completions", b'{"prompt": "hi \xff\xfe"}', "UTF-8"),
+    "invalid_utf8": ("/v1/completions", b'{"prompt": "hi \xff\xfe"}', "请求体不是合法的 UTF-8"),
     "huge_max_tokens": ("/v1/completions", {"prompt": "hi", "max_tokens": 10**20}, "max_tokens"),
     "huge_top_k": ("/v1/completions", {"prompt": "hi", "top_k": 10**20}, "top_k"),
     "presence_penalty_too_big": ("/v1/chat/completions", {"messages": CHAT,
@@ -801,6 +801,47 @@ def test_dead_scheduler_fails_waiters_with_5xx_then_the_server_exits(tmp_path):
         assert not Path(ipc_dir).exists(), "IPC 临时目录没有删掉"
     finally:
         stop_server(server, family)
+
+
+def test_dead_tokenizer_fails_waiters_then_the_server_exits(tmp_path):
+    """tokenizer 进程死了也一样：在生成的流拿到 error 事件（不挂住），服务器以退出码 1 退出，不留进程和 IPC 目录。"""
+    server = start_server(tmp_path / "server.log")
+    family = descendants(server.proc.pid)
+    try:
+        ipc_dir = re.search(r"ZMQ 地址放在 (\S+)（", server.log()).group(1)
+        pid = int(re.search(r"已启动 tokenizer 进程（pid (\d+)）", server.log()).group(1))
+        body = {"prompt": "Once upon a time", "max_tokens": NUM_PAGES - 16, "temperature": 0,
+                "ignore_eos": True, "stream": True}
+        with httpx.Client(base_url=server.url, timeout=60) as client:  # 宽的超时只防挂死
+            with client.stream("POST", "/v1/completions", json=body) as r:
+                assert r.status_code == 200
+                lines = r.iter_lines()
+                next(x for x in lines if x.startswith("data: {"))
+                os.kill(pid, signal.SIGKILL)
+                events = [json.loads(x[6:]) for x in lines if x.startswith("data: {")]
+        assert "error" in events[-1] and "tokenizer" in events[-1]["error"]["message"], events[-3:]
+        server.proc.wait(timeout=60)
+        assert server.proc.returncode == 1, server.log()[-3000:]
+        assert re.search(rf"错误：tokenizer 进程（pid {pid}）意外退出.*服务器退出", server.log()), \
+            server.log()[-3000:]
+        assert not wait_until_gone(family), "服务器退出之后还有子进程活着"
+        assert not Path(ipc_dir).exists(), "IPC 临时目录没有删掉"
+    finally:
+        stop_server(server, family)
+
+
+def test_a_taken_port_is_a_chinese_error_before_anything_starts():
+    """端口被占：先于加载模型、起子进程就报一句中文错误，退出码 1。"""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = subprocess.run([sys.executable, "-m", "minisgl", "--model-path", str(MODEL), "--port", str(port)],
+                              capture_output=True, text=True, timeout=STARTUP_DEADLINE,
+                              env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert f"错误：127.0.0.1:{port} 用不了" in proc.stderr and "--port" in proc.stderr, proc.stderr[-2000:]
+    assert "已启动" not in proc.stderr, proc.stderr[-2000:]
 
 
 def test_killed_launcher_holds_port_while_loading_and_children_clean_up(tmp_path):
