@@ -51,6 +51,12 @@ tree()
 #
 # SmolLM2，页大小 2。两个相同的提示 A 进了同一个 prefill 批，token 预算正好放下它们，第三个请求 C 下一步才进来。前缀缓存用 main 里的 `PagePrefixCache`（按整页记前缀的字典，第 9 章换成 radix 树）。错误的版本照上游的思路写：第二个 A 算完，缓存里已经有第一个 A 的页，就把自己那份还回空闲栈。
 
+# %% [markdown]
+# 错误的版本只差一处：这一行自己重复算出的那几页当场还回空闲栈，页表却还指着它们。
+
+# %% tags=["remove-input"]
+listing("examples/ch08_cache_manager.py", "cache_req_freeing_duplicates")
+
 # %% tags=["milestone"]
 import sys
 
