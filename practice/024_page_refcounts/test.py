@@ -69,7 +69,16 @@ def run_sequence(PagePool, rng: random.Random) -> None:
     for _ in range(rng.randint(5, 40)):
         held = [p for p, r in model.refs.items() if r > 0]
         op = rng.random()
-        if op < 0.35:  # alloc，偶尔要得太多
+        if op < 0.08:  # hold / release 的列表里有一个不存在的页号：在随机位置，就在边界上（-1、n）或者更远
+            pages = [rng.choice(held) for _ in range(rng.randint(0, 4))] if held else []
+            bad = rng.choice([-1, n, -rng.randint(2, n + 5), n + rng.randint(1, 100)])
+            pages.insert(rng.randrange(len(pages) + 1), bad)
+            name = rng.choice(["hold", "release"])
+            history.append(f"{name}({pages})")
+            check_raises(ValueError, getattr(pool, name), list(pages),
+                         what=f"{name}({pages})（{bad} 号页不存在：页号是 0 … {n - 1}）")
+            history[-1] += "（ValueError，什么都不改）"
+        elif op < 0.35:  # alloc，偶尔要得太多
             free = len(model.free_pages())
             k = rng.randint(0, free) if rng.random() < 0.8 else free + rng.randint(1, 3)
             history.append(f"alloc({k})")
