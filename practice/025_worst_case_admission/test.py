@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # 找到 practice/judgekit.py
-from judgekit import check, check_equal, check_raises, check_type, main, mistake_hint, require, seed
+from judgekit import bad_int, check, check_equal, check_raises, check_type, main, mistake_hint, require, seed, with_bad_item
 
 SEED = seed()  # 每次评测由评测器抽一个，学习者的进程看不到；没通过时判词里有 JUDGE_SEED=… 可以复现
 
@@ -121,24 +121,58 @@ def check_example(admit) -> None:
     check_case(admit, case)
 
 
-def check_bad_arguments(admit) -> None:
-    ok = dict(page_size=4, free_pages=10, evictable_pages=0, free_rows=2, token_budget=50)
-    bad = [
-        ([(8, 4, 0, 0)], [], {**ok, "page_size": 0}, "page_size = 0"),
-        ([(8, 4, 0, 0)], [], {**ok, "free_pages": -1}, "free_pages 是负数"),
-        ([(8, 4, 0, 0)], [], {**ok, "evictable_pages": -1}, "evictable_pages 是负数"),
-        ([(8, 4, 0, 0)], [], {**ok, "free_rows": -1}, "free_rows 是负数"),
-        ([(8, 4, 0, 0)], [], {**ok, "token_budget": -1}, "token_budget 是负数"),
-        ([(8, 4, -4, 0)], [], ok, "cached_len 是负数（而且是整页）"),
-        ([(8, 4, 4, -1)], [], ok, "lock_pages 是负数"),
-        ([(0, 4, 0, 0)], [], ok, "提示长度是 0"),
-        ([(8, 0, 0, 0)], [], ok, "max_tokens 是 0"),
-        ([(8, 4, 2, 0)], [], ok, "cached_len 不是整页"),
-        ([(8, 4, 8, 0)], [], ok, "cached_len 等于提示长度（至少要算一个 token）"),
-        ([(8, 4, 4, 2)], [], ok, "lock_pages 比命中的页还多"),
-    ]
-    for pending, running, kw, why in bad:
-        check_raises(ValueError, admit, pending, running, what=f"admit(...)（{why}）", **kw)
+def spoil_request(rng: random.Random, kind: str, ps: int):
+    """一个坏的排队请求：kind 说明坏在哪里，坏值就在边界上或者远一些。"""
+    input_len = rng.randint(2, 40)
+    max_tokens = rng.randint(1, 30)
+    cached = rng.randrange(0, input_len, ps)
+    lock = rng.randint(0, cached // ps)
+    if kind == "提示长度 < 1":
+        input_len, cached, lock = bad_int(rng, 1), 0, 0
+    elif kind == "max_tokens < 1":
+        max_tokens = bad_int(rng, 1)
+    elif kind == "cached_len 是负数（而且是整页）":
+        cached, lock = -ps * rng.randint(1, 5), 0
+    elif kind == "cached_len 不是整页":  # ps > 1
+        cached = rng.randrange(0, input_len - 1, ps) + rng.randint(1, ps - 1)
+        cached, lock = min(cached, input_len - 1), 0
+    elif kind == "cached_len ≥ 提示长度":
+        # 不小于提示长度的最小整页（提示是整页时就正好等于它：至少要算一个 token），或者更长
+        cached = (input_len + ps - 1) // ps * ps + ps * rng.choice([0, 0, rng.randint(1, 3)])
+        lock = 0
+    elif kind == "lock_pages 是负数":
+        lock = bad_int(rng, 0)
+    elif kind == "lock_pages 比命中的页还多":
+        lock = cached // ps + rng.choice([1, 1, rng.randint(2, 5)])
+    return (input_len, max_tokens, cached, lock)
+
+
+BAD_REQUESTS = ["提示长度 < 1", "max_tokens < 1", "cached_len 是负数（而且是整页）", "cached_len 不是整页",
+                "cached_len ≥ 提示长度", "lock_pages 是负数", "lock_pages 比命中的页还多"]
+BAD_COUNTS = ["free_pages", "evictable_pages", "free_rows", "token_budget"]
+
+
+def check_bad_arguments(admit, rng: random.Random) -> None:
+    """坏参数：坏的是哪一个、坏值是多少（就在边界上或者远一些）、坏请求排在队列的哪个位置，都随机。"""
+    kinds = (["page_size"] + BAD_COUNTS + BAD_REQUESTS) * 5  # 每一种都查到，顺序随机
+    rng.shuffle(kinds)
+    for kind in kinds:
+        pending, running, kw = random_case(rng)
+        while kind == "cached_len 不是整页" and kw["page_size"] == 1:  # 页大小是 1 时什么长度都是整页
+            pending, running, kw = random_case(rng)
+        ps = kw["page_size"]
+        if kind == "page_size":
+            kw["page_size"] = bad_int(rng, 1)
+            pending = [(i, m, 0, 0) for i, m, _, _ in pending]  # 其余都合法（cached_len = 0 对哪个页大小都是整页）
+            why = f"page_size = {kw['page_size']}"
+        elif kind in BAD_COUNTS:
+            kw[kind] = bad_int(rng, 0)
+            why = f"{kind} 是负数"
+        else:
+            bad = spoil_request(rng, kind, ps)
+            pending = with_bad_item(rng, pending, lambda old, r: bad)
+            why = f"第 {pending.index(bad)} 个排队请求 {bad}：{kind}"
+        check_raises(ValueError, admit, pending, running, what=f"{describe((pending, running, kw))}（{why}）", **kw)
 
 
 def run(mod) -> None:
@@ -147,7 +181,7 @@ def run(mod) -> None:
     rng = random.Random(SEED)
     for _ in range(3000):
         check_case(admit, random_case(rng))
-    check_bad_arguments(admit)
+    check_bad_arguments(admit, rng)
 
 
 if __name__ == "__main__":
