@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # 找到 practice/judgekit.py
-from judgekit import check, check_equal, check_int_list, check_raises, check_type, main, require, seed
+from judgekit import bad_int, check, check_equal, check_int_list, check_raises, check_type, main, require, seed
 
 SEED = seed()  # 每次评测由评测器抽一个，学习者的进程看不到；没通过时判词里有 JUDGE_SEED=… 可以复现
 
@@ -121,11 +121,15 @@ class World:
     def call(self, row: dict, finished: bool) -> None:
         ps, n = self.ps, row["cached"] // self.ps
         self.log.append(f"cache_req(第 {row['id']} 行，cached_len={row['cached']}，finished={finished})")
-        args = (list(row["pages"]), list(row["tokens"]))
+        # tokens 至少 cached_len 个：有时还带着刚采样出来、K/V 还没进池的 token（它们不能交给缓存）
+        sampled = [self.rng.randrange(3) for _ in range(self.rng.choice([0, 0, 1, self.rng.randint(1, 2 * ps + 1)]))]
+        if sampled:
+            self.log[-1] = self.log[-1].replace("cached_len=", f"tokens 比 cached_len 多 {len(sampled)} 个，cached_len=")
+        args = (list(row["pages"]), list(row["tokens"]) + sampled)
         before = len(self.cache.inserts)
         got = self.cache_req(self.pool, self.cache, args[0], args[1], row["cached"],
                              page_size=ps, finished=finished)
-        check_equal((args[0], args[1]), (row["pages"], row["tokens"]),
+        check_equal((args[0], args[1]), (row["pages"], row["tokens"] + sampled),
                     "传进去的 row_pages / tokens（不应该被改动）", self.where())
         check_type(got, int, "cache_req 的返回值")
         check_equal(got, n * ps, "cache_req 的返回值（存进缓存的整页 token 数）", self.where())
@@ -206,23 +210,61 @@ def check_example(cache_req) -> None:
     check_equal(pool.refs[:6], [2, 2, 1, 0, 0, 0], "例子：B 结束之后 0–5 号页的持有份数")
 
 
-def check_bad_arguments(cache_req) -> None:
-    pool, cache = Pool(4), Cache(2)
-    row = pool.alloc(2)
-    for tokens, cached, why in [([1, 2, 3], 4, "cached_len 比 token 还多"),
-                                ([1, 2, 3, 4, 5, 6], 5, "这一行只有 2 页，放不下 5 个 token"),
-                                ([1, 2, 3], -1, "cached_len 是负数")]:
+def check_bad_arguments(cache_req, rng: random.Random) -> None:
+    """坏参数：哪一条不满足、超出多少（就在边界上或者远一些）、页大小和行的长度都随机；
+    出错时 insert / hold / release 一次都不能调用。"""
+    kinds = ["比 token 多", "行放不下", "负数"] * 4
+    rng.shuffle(kinds)
+    seen = {kind: 0 for kind in kinds}
+    for kind in kinds:
+        # 超出多少：每种的头两次一次就在边界上（多 1 个）、一次远一些，其余随机
+        k, seen[kind] = seen[kind], seen[kind] + 1
+        over = [1, rng.randint(6, 50)][k] if k < 2 else rng.choice([1, 1, rng.randint(2, 5)])
+        ps = rng.choice([1, 2, 4])
+        if kind == "比 token 多":  # 行放得下，只是 token 不够
+            length = rng.randint(0, 9)
+            cached = length + over
+            num_pages = -(-cached // ps) + rng.randint(0, 1)
+            why = f"cached_len={cached} 比 token（{length} 个）多"
+        elif kind == "行放不下":  # token 够，只是行的页不够
+            num_pages = rng.randint(0, 3)
+            cached = num_pages * ps + over
+            length = cached + rng.randint(0, 3)
+            why = f"这一行只有 {num_pages} 页（每页 {ps} 个），放不下 {cached} 个 token"
+        else:
+            length, num_pages = rng.randint(0, 9), rng.randint(0, 3)
+            cached = -over if k < 2 else bad_int(rng, 0)  # -1、远一些的负数，其余随机
+            why = f"cached_len={cached} 是负数"
+        pool, cache = Pool(num_pages + 4), Cache(ps)
+        row = pool.alloc(num_pages)
+        tokens = [rng.randrange(3) for _ in range(length)]
         check_raises(ValueError, cache_req, pool, cache, row, tokens, cached,
-                     what=f"cache_req(...)（{why}）", page_size=2, finished=True)
+                     what=f"cache_req(row_pages={row}, tokens={tokens}, cached_len={cached}, page_size={ps})（{why}）",
+                     page_size=ps, finished=rng.random() < 0.5)
         check(not cache.inserts and pool.calls == 0,
               f"cache_req(...)（{why}）抛 ValueError 之前就调用了 insert / hold / release：出错时什么都不改")
+
+    # 边界上合法的调用：cached_len = 0（交出 0 页，insert 照样调用一次），cached_len 正好填满这一行
+    for i in range(6):
+        ps, num_pages = rng.choice([1, 2, 4]), rng.randint(0, 3)
+        cached = [0, num_pages * ps][i % 2]
+        tokens = [rng.randrange(3) for _ in range(cached + rng.randint(0, 3))]
+        pool, cache = Pool(16), Cache(ps)
+        row = pool.alloc(num_pages)
+        n = cached // ps
+        call = f"cache_req(row_pages={row}, tokens={tokens}, cached_len={cached}, page_size={ps}, finished=False)"
+        check_equal(cache_req(pool, cache, row, tokens, cached, page_size=ps, finished=False), n * ps,
+                    f"{call} 的返回值")
+        check_equal([(t, p) for t, p, _ in cache.inserts], [(tokens[: n * ps], row[:n])],
+                    f"{call} 对 cache.insert 的调用（一次，只交前 cached_len // page_size 个整页）")
+        check_equal(pool.refs[:num_pages], [2] * n + [1] * (num_pages - n), f"{call} 之后这一行各页的持有份数")
 
 
 def run(mod) -> None:
     cache_req = require(mod, "cache_req")
     check_example(cache_req)
-    check_bad_arguments(cache_req)
     rng = random.Random(SEED)
+    check_bad_arguments(cache_req, rng)
     for _ in range(150):
         world = World(cache_req, rng)
         for _ in range(40):
