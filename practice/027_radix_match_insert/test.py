@@ -192,6 +192,22 @@ def random_run(RadixTree, rng: random.Random) -> None:
         NODES.clear()
         compare_shape(tree, ref, context)
         check_nodes_persist(before, context)
+    if rng.random() < 0.3:  # 最后在这棵树上插一次长度不一样的：values 多了或少了，差得多或者只差在不满一页的尾巴上
+        ids = rng.choice(BASES)[: rng.randint(0, 12)] + [rng.randrange(3) for _ in range(rng.randint(0, 4))]
+        whole = len(ids) - len(ids) % ps
+        way = rng.choice(["多一个", "少一个", "随便", "尾巴"] if ps > 1 else ["多一个", "少一个", "随便"])
+        if way == "多一个" or (way == "少一个" and not ids):
+            size = len(ids) + 1
+        elif way == "少一个":
+            size = len(ids) - 1
+        elif way == "尾巴":  # 整页部分一样长，只有尾巴的长度不同：按页截断以后再比长度就查不出来
+            size = rng.choice([k for k in range(whole, whole + ps) if k != len(ids)])
+        else:
+            size = rng.choice([k for k in range(0, len(ids) + 2 * ps + 3) if k != len(ids)])
+        values = list(range(next_slot, next_slot + size))
+        check_raises(ValueError, tree.insert, list(ids), values,
+                     what=f"RadixTree({ps}) 依次执行 " + "; ".join(log[-5:])
+                          + f"; insert(ids={ids}, values 共 {size} 个)（ids 有 {len(ids)} 个，长度不一样）")
 
 
 def run(mod: object) -> None:
