@@ -165,7 +165,7 @@ def random_run(RadixCache, rng: random.Random) -> None:
     log: list[str] = []
     next_slot = 0
     for _ in range(rng.randint(1, 40)):
-        kind = rng.choice(["insert", "match", "match_lock", "insert_lock", "unlock", "evict", "evict"])
+        kind = rng.choice(["insert", "match", "match_lock", "insert_lock", "unlock", "evict", "evict", "over_unlock"])
         seq = rng.choice(BASES)[: rng.randint(0, 12)] + [rng.randrange(3) for _ in range(rng.randint(0, 3))]
         context = lambda: f"RadixCache({ps}) 依次执行 " + "; ".join(log[-6:])
         if kind in ("insert", "insert_lock"):
@@ -192,6 +192,19 @@ def random_run(RadixCache, rng: random.Random) -> None:
             log.append(f"unlock({list(prefix)})")
             cache.lock(handle, unlock=True)
             ref.lock(prefix, -1)
+        elif kind == "over_unlock" and any(ref.locks[p] == 0 for p in ref.pages):
+            # 多解一次锁：句柄的节点没锁住（它上面的节点可能被别的句柄锁着），出错时什么都不改
+            free = [p for p in ref.pages if ref.locks[p] == 0]
+            under_lock = [p for p in free if len(p) > ps and ref.locks[p[:-ps]] > 0]
+            prefix = rng.choice(under_lock if under_lock and rng.random() < 0.7 else free)
+            _, handle = cache.match(list(prefix))
+            ref.match(list(prefix))
+            above = "，它上面的前缀还被锁着" if len(prefix) > ps and ref.locks[prefix[:-ps]] > 0 else ""
+            log.append(f"match({list(prefix)}) 拿到没锁住的句柄")
+            check_raises(ValueError, cache.lock, handle, unlock=True,
+                         what=f"{context()}\n  然后对这个句柄解锁：lock(handle, unlock=True)"
+                              f"（句柄的节点没锁住{above}：还没锁就再解锁）")
+            log.append("unlock（ValueError，什么都不改）")
         elif kind == "evict" and rng.random() < 0.15:
             size = ref.sizes()[0] + rng.randint(1, 2 * ps)
             log.append(f"evict({size})")
