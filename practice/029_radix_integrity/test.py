@@ -1,5 +1,6 @@
 """练习 029 的评测：随机造出合法的树（插入、切分、加锁、逐出之后），自检必须安静地通过；
-再对树做十四种破坏，每一种都必须抛 ValueError；自检不许改动合法的树。
+再对树做十五种破坏（破坏在哪个节点、哪一页、差多少都随机），每一种都必须抛 ValueError；
+自检不许改动合法的树。
 
 造树用的是这里自己的一份小实现（节点只要有 key / value / parent / children / ref_count 这几个属性）。
 
@@ -122,19 +123,31 @@ def describe(cache: TCache) -> str:
     return "\n".join(lines[:14]) + ("\n  …" if len(lines) > 14 else "")
 
 
-# 十四种破坏：(说明, 函数)。函数改坏 cache 并返回 True；这棵树不适合这种破坏时返回 False。
+# 十五种破坏：(说明, 函数)。函数改坏 cache 并返回 True；这棵树不适合这种破坏时返回 False。
+# 破坏在哪个节点、哪一页、哪个槽位、差多少，都从评测的随机数里抽：只查第一页、只查某一个固定的值都过不去。
 def _pick(cache, rng, want):
     nodes = [n for n in cache.nodes() if want(n)]
     return rng.choice(nodes) if nodes else None
 
 
+def _page(node, ps, rng) -> int:
+    """node 里随机一页的起点下标。"""
+    return ps * rng.randrange(len(node.value) // ps)
+
+
+def _off_by(rng, cache, name: str) -> int:
+    """记账差多少：多记或者少记，一个 token、一页或者更多（不会记成负数）。"""
+    amount = rng.choice([1, cache.page_size, rng.randint(1, 3 * cache.page_size)])
+    return amount if rng.random() < 0.5 or getattr(cache, name) < amount else -amount
+
+
 def bump_evictable(cache, rng):
-    cache.evictable_size += cache.page_size
+    cache.evictable_size += _off_by(rng, cache, "evictable_size")
     return True
 
 
 def bump_protected(cache, rng):
-    cache.protected_size += cache.page_size
+    cache.protected_size += _off_by(rng, cache, "protected_size")
     return True
 
 
@@ -149,22 +162,48 @@ def child_locked_more(cache, rng):
     return True
 
 
+def parent_below_sum(cache, rng):
+    """父节点的计数比孩子们的计数之和少（最好还不少于最大的那个孩子：只比最大值的代码查不出来）。"""
+    def total(n):
+        return sum(c.ref_count for c in n.children.values())
+
+    node = _pick(cache, rng, lambda n: total(n) > 1 and total(n) - 1 >= max(c.ref_count for c in n.children.values()))
+    node = node or _pick(cache, rng, lambda n: total(n) > 0)
+    if node is None:
+        return False
+    new = total(node) - rng.choice([1, 1, rng.randint(1, total(node))])
+    if node.ref_count > 0 and new == 0:  # 两个总数跟着改对
+        cache.protected_size -= len(node.key)
+        cache.evictable_size += len(node.key)
+    node.ref_count = new
+    return True
+
+
 def negative_ref(cache, rng):
     node = _pick(cache, rng, lambda n: not n.children and n.ref_count == 0)
     if node is None:
         return False
-    node.ref_count = -1
-    # 两个总数跟着改对（-1 不是 0，算“其余”）：只违反“ref_count ≥ 0”这一条
+    node.ref_count = rng.choice([-1, -1, -rng.randint(2, 9)])
+    # 两个总数跟着改对（负数不是 0，算“其余”）：只违反“ref_count ≥ 0”这一条
     cache.evictable_size -= len(node.key)
     cache.protected_size += len(node.key)
     return True
 
 
-def value_shorter(cache, rng):
+def value_length(cache, rng):
+    """value 少了或者多了：少一个槽位、少整页，或者多出一整页（新的页，不和别的撞）。"""
     node = _pick(cache, rng, lambda n: True)
     if node is None:
         return False
-    node.value = node.value[:-1]
+    ps = cache.page_size
+    way = rng.choice(["少一个", "少整页", "多一页"])
+    if way == "少一个":
+        node.value = node.value[:-1]
+    elif way == "少整页":
+        node.value = node.value[: -ps * rng.randint(1, len(node.value) // ps)]
+    else:
+        start = ps * (FAR + rng.randrange(1000))
+        node.value = node.value + list(range(start, start + ps))
     return True
 
 
@@ -172,41 +211,50 @@ def half_page(cache, rng):
     node = _pick(cache, rng, lambda n: not n.children and cache.page_size > 1)
     if node is None:
         return False
-    node.key, node.value = node.key[:-1], node.value[:-1]
+    cut = rng.randint(1, cache.page_size - 1)  # 最后一页只剩一部分
+    node.key, node.value = node.key[:-cut], node.value[:-cut]
     if node.ref_count:
-        cache.protected_size -= 1
+        cache.protected_size -= cut
     else:
-        cache.evictable_size -= 1
+        cache.evictable_size -= cut
     return True
 
 
 def wrong_child_key(cache, rng):
+    """孩子表里的键和孩子的第一页差一个 token（在第一页里随机的位置）。"""
     node = _pick(cache, rng, lambda n: True)
     if node is None:
         return False
     parent = node.parent
     first = tuple(node.key[: cache.page_size])
-    bad = tuple(t + 7 for t in first)
+    j = rng.randrange(len(first))
+    bad = first[:j] + (first[j] + rng.randint(7, 9),) + first[j + 1:]  # 树里的 token 都是 0、1、2
     del parent.children[first]
     parent.children[bad] = node
     return True
 
 
 def wrong_parent(cache, rng):
-    node = _pick(cache, rng, lambda n: n.parent is not cache.root)
+    """parent 指向了别的节点：根，或者树里另一个节点。"""
+    node = _pick(cache, rng, lambda n: True)
     if node is None:
         return False
-    node.parent = cache.root
+    others = [n for n in [cache.root] + cache.nodes() if n is not node.parent and n is not node]
+    if not others:
+        return False
+    node.parent = rng.choice(others)
     return True
 
 
 def duplicate_slot(cache, rng):
+    """b 的随机一页换成了 a 的随机一页。"""
     nodes = cache.nodes()
     if len(nodes) < 2:
         return False
     a, b = rng.sample(nodes, 2)
     ps = cache.page_size
-    b.value = a.value[:ps] + b.value[ps:]
+    i, j = _page(a, ps, rng), _page(b, ps, rng)
+    b.value = b.value[:j] + a.value[i : i + ps] + b.value[j + ps :]
     return True
 
 
@@ -219,11 +267,17 @@ def empty_node(cache, rng):
 
 
 def page_not_contiguous(cache, rng):
+    """随机一页里的槽位换了顺序。"""
     node = _pick(cache, rng, lambda n: cache.page_size > 1)
     if node is None:
         return False
     ps = cache.page_size
-    node.value = list(reversed(node.value[:ps])) + node.value[ps:]
+    i = _page(node, ps, rng)
+    page = node.value[i : i + ps]
+    shuffled = page[:]
+    while shuffled == page:
+        rng.shuffle(shuffled)
+    node.value = node.value[:i] + shuffled + node.value[i + ps :]
     return True
 
 
@@ -232,42 +286,50 @@ FAR = 10**6
 
 
 def page_gap(cache, rng):
-    """第一页从页边界开始，第二个槽位却跳走了：只违反“连续”。"""
+    """随机一页从页边界开始，页里随机一个槽位却跳走了：只违反“连续”。"""
     node = _pick(cache, rng, lambda n: cache.page_size > 1)
     if node is None:
         return False
-    node.value = [node.value[0], node.value[0] + 1 + cache.page_size * FAR] + node.value[2:]
+    ps = cache.page_size
+    i = _page(node, ps, rng)
+    j = i + rng.randint(1, ps - 1)
+    node.value = node.value[:j] + [node.value[j] + ps * (FAR + rng.randrange(1000))] + node.value[j + 1 :]
     return True
 
 
 def page_off_boundary(cache, rng):
-    """第一页是连续的 page_size 个槽位，却不从页边界开始：只违反“从页边界开始”。"""
+    """随机一页是连续的 page_size 个槽位，却不从页边界开始：只违反“从页边界开始”。"""
     node = _pick(cache, rng, lambda n: cache.page_size > 1)
     if node is None:
         return False
     ps = cache.page_size
-    start = ps * FAR + 1
-    node.value = list(range(start, start + ps)) + node.value[ps:]
+    i = _page(node, ps, rng)
+    start = ps * (FAR + rng.randrange(1000)) + rng.randint(1, ps - 1)
+    node.value = node.value[:i] + list(range(start, start + ps)) + node.value[i + ps :]
     return True
 
 
 def duplicate_page_in_node(cache, rng):
-    """同一个节点里第二页和第一页是同一页。"""
+    """同一个节点里，随机的两页是同一页。"""
     ps = cache.page_size
     node = _pick(cache, rng, lambda n: len(n.key) >= 2 * ps)
     if node is None:
         return False
-    node.value = node.value[:ps] + node.value[:ps] + node.value[2 * ps :]
+    i, j = sorted(rng.sample(range(0, len(node.value), ps), 2))
+    if rng.random() < 0.5:
+        i, j = j, i
+    node.value = node.value[:j] + node.value[i : i + ps] + node.value[j + ps :]
     return True
 
 
 DAMAGES = [
-    ("evictable_size 多记了一页", bump_evictable),
-    ("protected_size 多记了一页", bump_protected),
+    ("evictable_size 记错了", bump_evictable),
+    ("protected_size 记错了", bump_protected),
     ("孩子的锁计数比父节点多（两个总数已经跟着改对）", child_locked_more),
+    ("父节点的锁计数比孩子们的计数之和少（两个总数已经跟着改对）", parent_below_sum),
     ("锁计数是负数", negative_ref),
-    ("value 比 key 短一个", value_shorter),
-    ("一个叶子只剩半页（两个总数已经跟着改对）", half_page),
+    ("value 和 key 不一样长", value_length),
+    ("一个叶子的最后一页只剩一部分（两个总数已经跟着改对）", half_page),
     ("孩子表里的键不是孩子的第一页", wrong_child_key),
     ("节点的 parent 指错了", wrong_parent),
     ("同一页槽位出现在两个节点里", duplicate_slot),
