@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # 找到 practice/judgekit.py
-from judgekit import check, check_close, check_equal, check_raises, check_tensor, check_type, main, require, seed
+from judgekit import bad_int, check, check_close, check_equal, check_raises, check_tensor, check_type, main, require, seed
 
 SEED = seed()  # 每次评测由评测器抽一个，学习者的进程看不到；没通过时判词里有 JUDGE_SEED=… 可以复现
 
@@ -120,16 +120,38 @@ def check_example(mod) -> None:
     check_equal(mod.peak_score_elements(5, 2, 1), 8, "peak_score_elements(5, 2, 1)（第二块 2 × 4 = 8，大于最后一块 1 × 5）")
 
 
-def check_bad_arguments(mod) -> None:
-    q = torch.zeros(4, 2, 4)
-    never = Recorder()
-    check_raises(ValueError, mod.chunked_attention, q, q, q, 0, never, what="chunked_attention(…, chunk=0)")
-    check_raises(ValueError, mod.chunked_attention, q, q[:3], q[:3], 2, never,
-                 what="chunked_attention(q 4 行, k/v 3 行)")
-    check_raises(ValueError, mod.chunked_attention, q[:0], q[:0], q[:0], 2, never,
-                 what="chunked_attention(q 一行都没有)")
-    check_raises(ValueError, mod.peak_score_elements, 8, 0, 2, what="peak_score_elements(8, chunk=0, 2)")
-    check_raises(ValueError, mod.peak_score_elements, 0, 4, 2, what="peak_score_elements(n=0, 4, 2)")
+def check_bad_arguments(mod, rng: random.Random) -> None:
+    """坏参数：哪一个坏（chunk、k 的行数、v 的行数、k 和 v 一起、q 一行都没有）、坏值是多少
+    （就在边界上或者远一些）、张量多大，都随机。"""
+    kinds = ["chunk", "k", "v", "k 和 v", "空"] * 3
+    rng.shuffle(kinds)
+    for kind in kinds:
+        n, hkv = rng.randint(1, 12), rng.choice([1, 2])
+        hq, d = hkv * rng.choice([1, 2]), rng.choice([4, 8])
+        q, k, v = torch.zeros(n, hq, d), torch.zeros(n, hkv, d), torch.zeros(n, hkv, d)
+        chunk = rng.randint(1, n + 2)
+        if kind == "chunk":
+            chunk = bad_int(rng, 1)
+        elif kind == "空":
+            q, k, v = q[:0], k[:0], v[:0]
+        else:  # 行数多了或者少了：差一行，或者差得多
+            rows = n + rng.choice([-1, 1, rng.randint(2, 9), -rng.randint(1, n)])
+            rows = rows if rows >= 0 and rows != n else n + 1
+            bad = torch.zeros(rows, hkv, d)
+            k = bad if kind in ("k", "k 和 v") else k
+            v = bad if kind in ("v", "k 和 v") else v
+        call = (f"chunked_attention(q[{q.shape[0]}, {hq}, {d}], k[{k.shape[0]}, {hkv}, {d}], "
+                f"v[{v.shape[0]}, {hkv}, {d}], chunk={chunk})")
+        why = {"chunk": "chunk < 1", "空": "q 一行都没有"}.get(kind, "q 与 k、v 的行数不一样")
+        check_raises(ValueError, mod.chunked_attention, q, k, v, chunk, Recorder(), what=f"{call}（{why}）")
+    for _ in range(6):  # peak_score_elements：n < 1 或 chunk < 1
+        n, chunk, heads = rng.randint(1, 40), rng.randint(1, 45), rng.randint(1, 8)
+        if rng.random() < 0.5:
+            n, why = bad_int(rng, 1), "n < 1"
+        else:
+            chunk, why = bad_int(rng, 1), "chunk < 1"
+        check_raises(ValueError, mod.peak_score_elements, n, chunk, heads,
+                     what=f"peak_score_elements({n}, {chunk}, {heads})（{why}）")
 
 
 def run(mod: object) -> None:
@@ -150,7 +172,7 @@ def run(mod: object) -> None:
         for chunk in range(1, 45):
             want = max((min(s + chunk, n) - s) * min(s + chunk, n) for s in range(0, n, chunk))
             check_equal(mod.peak_score_elements(n, chunk, 3), 3 * want, f"peak_score_elements({n}, {chunk}, 3)")
-    check_bad_arguments(mod)
+    check_bad_arguments(mod, rng)
 
 
 if __name__ == "__main__":
