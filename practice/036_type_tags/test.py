@@ -167,6 +167,7 @@ def run(mod: object) -> None:
         ({"__type__": "Req", "uid": 1, "tokens": [], "params": None, "meta": {}, "evil": 1}, "多了字段"),
     ]:
         check_raises(ValueError, from_wire, only_req, data, what=f"from_wire({{'Req': Req}}, {short(data, 90)})（{why}）")
+    check_bad_wire(from_wire, rng)
 
     check_raises(ValueError, to_wire, {"__type__": "Req"}, what="to_wire({'__type__': 'Req'})（普通字典里有类型标签键）")
     check_raises(ValueError, to_wire, Req(1, [], Params(), {"x": {"__type__": 1}}),
@@ -174,6 +175,136 @@ def run(mod: object) -> None:
     for bad, why in [({1, 2}, "set"), (object(), "普通对象"), (Params, "dataclass 类本身"),
                      ([1, {2}], "列表里的 set")]:
         check_raises(TypeError, to_wire, bad, what=f"to_wire({short(bad)})（{why}）")
+    check_planted(to_wire, rng)
+
+
+# ---------------------------------------------------------------------------
+# 坏输入放在随机生成的对象里随机的位置：只查顶层、只查某一层、只认几个固定的坏值，都过不去
+# ---------------------------------------------------------------------------
+
+# msgpack 不认识的值：每一种都会查到（顺序随机）
+BAD_LEAVES = [
+    ("一个 set", lambda rng: {rng.randrange(9), 9}),
+    ("一个 frozenset", lambda rng: frozenset({rng.randrange(9)})),
+    ("一个 bytearray", lambda rng: bytearray(rng.randbytes(rng.randint(0, 4)))),
+    ("一个 range", lambda rng: range(rng.randint(0, 5))),
+    ("一个 slice", lambda rng: slice(rng.randint(0, 3), rng.randint(4, 9))),
+    ("一个普通对象", lambda rng: object()),
+    ("一个 dataclass 类（不是实例）", lambda rng: rng.choice([Params, Req, Batch, Exit])),
+]
+
+
+def containers(value, path: str = "x") -> list[tuple[object, str]]:
+    """value 里所有能放东西进去的地方：list、dict、dataclass 实例，带着从 x 走到它的路径。"""
+    out = []
+    if isinstance(value, list):
+        out.append((value, path))
+    if isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            out += containers(item, f"{path}[{i}]")
+    elif isinstance(value, dict):
+        out.append((value, path))
+        for key, item in value.items():
+            out += containers(item, f"{path}[{key!r}]")
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        if dataclasses.fields(value):  # Exit 没有字段，放不进东西
+            out.append((value, path))
+        for f in dataclasses.fields(value):
+            out += containers(getattr(value, f.name), f"{path}.{f.name}")
+    return out
+
+
+def plant(rng: random.Random, obj, bad):
+    """把 bad 放进 obj（一份新的拷贝）里随机的一个地方；返回 (新的 obj, bad 所在的路径)。"""
+    obj = copy.deepcopy(obj)
+    places = containers(obj)
+    if not places:  # 没有地方放：套一层列表
+        return [obj, bad], "x[1]"
+    where, path = rng.choice(places)
+    if isinstance(where, list):
+        i = rng.randint(0, len(where))
+        where.insert(i, bad)
+        return obj, f"{path}[{i}]"
+    if isinstance(where, dict):
+        key = f"bad{rng.randrange(100)}"
+        where[key] = bad
+        return obj, f"{path}[{key!r}]"
+    name = rng.choice([f.name for f in dataclasses.fields(where)])
+    setattr(where, name, bad)
+    return obj, f"{path}.{name}"
+
+
+def check_planted(to_wire, rng: random.Random) -> None:
+    kinds = BAD_LEAVES * 3
+    rng.shuffle(kinds)
+    for what, make in kinds:
+        obj, path = plant(rng, random_object(rng) if rng.random() < 0.8 else random_value(rng, 0), make(rng))
+        check_raises(TypeError, to_wire, obj,
+                     what=f"to_wire(x)，x = {short(obj, 160)}\n  （{path} 是{what}：msgpack 不认识它）")
+    for _ in range(12):  # 普通字典里的类型标签键：随便哪一层、随便哪个字典
+        obj = copy.deepcopy(random_object(rng) if rng.random() < 0.8 else random_value(rng, 0))
+        tag = rng.choice(["Req", "Params", "", 1, None])
+        plain = [(d, path) for d, path in containers(obj) if type(d) is dict]
+        if plain and rng.random() < 0.7:
+            target, path = rng.choice(plain)
+            target["__type__"] = tag
+        else:
+            obj, path = plant(rng, obj, {"__type__": tag, "k0": rng.randint(0, 9)})
+        check_raises(ValueError, to_wire, obj,
+                     what=f"to_wire(x)，x = {short(obj, 160)}\n  （{path} 是一个普通字典，里面有类型标签键）")
+
+
+REQUIRED = {name: [f.name for f in dataclasses.fields(cls)
+                   if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+            for name, cls in CLASSES.items()}
+
+
+def tagged(value, path: str = "x") -> list[tuple[dict, str]]:
+    """线上格式里所有带标签的字典（对象），带着路径。"""
+    out = []
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            out += tagged(item, f"{path}[{i}]")
+    elif isinstance(value, dict):
+        if "__type__" in value:
+            out.append((value, path))
+        for key, item in value.items():
+            out += tagged(item, f"{path}[{key!r}]")
+    return out
+
+
+def check_bad_wire(from_wire, rng: random.Random) -> None:
+    """随机对象的线上格式里，随机一个对象坏了：标签不在白名单里、缺了必填字段、多了字段。"""
+    kinds = ["白名单外", "标签乱写", "缺字段", "多字段"] * 4
+    rng.shuffle(kinds)
+    for kind in kinds:
+        for _ in range(50):
+            wire = reference(random_object(rng))
+            objects = tagged(wire)
+            if kind == "缺字段":
+                objects = [(d, path) for d, path in objects if REQUIRED[d["__type__"]]]
+            if objects:
+                break
+        else:
+            continue
+        target, path = rng.choice(objects)
+        name, allowed = target["__type__"], dict(CLASSES)
+        if kind == "白名单外":  # 一个真的类，只是这次不在白名单里（被评测的模块里正好有同名的全局变量）
+            del allowed[name]
+            why = f"{path} 的标签 {name} 不在白名单 {sorted(allowed)} 里"
+        elif kind == "标签乱写":
+            target["__type__"] = rng.choice(["os.system", "Request", "params", "", "__import__", "dict", "object"])
+            why = f"{path} 的标签 {target['__type__']!r} 不在白名单里"
+        elif kind == "缺字段":
+            field_name = rng.choice(REQUIRED[name])
+            del target[field_name]
+            why = f"{path}（{name}）缺了必填字段 {field_name}"
+        else:
+            field_name = rng.choice(["evil", "uid2", "Tokens", "_x", "__init__"])
+            target[field_name] = rng.choice([1, None, "x", []])
+            why = f"{path}（{name}）多了字段 {field_name}"
+        check_raises(ValueError, from_wire, allowed, wire,
+                     what=f"from_wire(白名单 {sorted(allowed)}, {short(wire, 160)})\n  （{why}）")
 
 
 if __name__ == "__main__":
