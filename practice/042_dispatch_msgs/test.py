@@ -58,6 +58,8 @@ def reference(msgs, sched):
                 rejects.append((msg[1], str(e)))
         elif msg[0] == "abort":
             sched.abort_req(msg[1])
+        else:
+            raise TypeError(f"不认识的消息 {msg!r}")
     return rejects, True
 
 
@@ -75,6 +77,53 @@ def random_msgs(rng: random.Random, depth: int, uid: list[int], exit_p: float) -
         else:
             out.append(("abort", rng.randint(0, uid[0] + 2)))
     return out
+
+
+def all_places(msgs: list, path: str = "msgs") -> list[tuple[list, str]]:
+    """msgs 和它里面每一个包的消息列表，带着路径：坏消息可以插在其中随便哪个的随便哪个位置。"""
+    out = [(msgs, path)]
+    for i, msg in enumerate(msgs):
+        if msg[0] == "batch":
+            out += all_places(msg[1], f"{path}[{i}][1]")
+    return out
+
+
+UNKNOWN_KINDS = ["ping", "users", "Exit", "batches", "", "abort ", "stop", "USER"]
+
+
+def run_bad_case(dispatch, rng: random.Random, kind: str) -> None:
+    """随机的嵌套消息（没有退出），随机的一层、随机的位置上放一条坏消息：
+    不认识的种类要抛 TypeError；调度器自己的错误（prompt_len == -7）要当场原样抛出，它后面的消息不再处理。"""
+    uid = [0]
+    msgs = random_msgs(rng, 0, uid, exit_p=0.0)
+    where, path = rng.choice(all_places(msgs))
+    i = rng.randint(0, len(where))
+    if kind == "bug":
+        uid[0] += 1
+        bad = ("user", uid[0], -7)
+    else:
+        bad = (rng.choice(UNKNOWN_KINDS),) + tuple(rng.randint(0, 9) for _ in range(rng.randint(0, 2)))
+    where.insert(i, bad)
+    limit = rng.choice([10, 30, 50])
+    mine, ref = FakeScheduler(limit), FakeScheduler(limit)
+    error = SchedulerBug if kind == "bug" else TypeError
+    try:
+        reference(msgs, ref)
+    except error:
+        pass
+    context = short(msgs, 300)
+    if kind == "bug":
+        e = check_raises(SchedulerBug, dispatch, msgs, mine.add_req, mine.abort_req,
+                         what=f"{path}[{i}] 的 add_req 抛出的不是 ValueError（调度器自己的 bug）时，dispatch"
+                              f"\n  输入：{context}\n ")
+        check(isinstance(e, SchedulerBug), "不该吞掉调度器自己的错误")
+        if len(mine.calls) > len(ref.calls) and mine.calls[:len(ref.calls)] == ref.calls:
+            check(False, f"调度器自己的错误要当场原样抛出去：{path}[{i}] 出错以后，后面的消息不该再处理。"
+                         f"\n  输入：{context}\n  多出的调用：{short(mine.calls[len(ref.calls):])}")
+        check_equal(mine.calls, ref.calls, "出错之前对调度器的调用（顺序）", context)
+    else:
+        check_raises(TypeError, dispatch, msgs, mine.add_req, mine.abort_req,
+                     what=f"{path}[{i}] 是不认识的消息 {bad!r}\n  输入：{context}\n ")
 
 
 def run_case(dispatch, msgs, limit: int) -> None:
@@ -120,6 +169,10 @@ def run(mod: object) -> None:
     sched = FakeScheduler(10)
     check_raises(TypeError, dispatch, [("batch", [("user", 1, 5), ("batch", [("ping",)])])],
                  sched.add_req, sched.abort_req, what="包里嵌套的不认识的消息 ('ping',)")
+    kinds = ["bug", "unknown"] * 15  # 坏消息在随机的一层、随机的位置
+    rng.shuffle(kinds)
+    for kind in kinds:
+        run_bad_case(dispatch, rng, kind)
 
 
 if __name__ == "__main__":
