@@ -12,12 +12,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # 找到 practice/judgekit.py
 from judgekit import (
     seed,
+    bad_int,
     check,
     check_equal,
     check_int_list,
     check_raises,
     check_type,
     main,
+    probe_bad_arguments,
     require,
 )
 
@@ -79,24 +81,26 @@ def check_lengths(req: object, expected: dict[str, object], when: str, context: 
         check_equal(actual[name], want, f"{when}的 {name}", context)
 
 
-def check_bad_arguments(ReqState: type) -> None:
-    bad = [
-        ([1, 2, 3], 3, 1, "cached_len 等于提示词长度（没有 token 可算）"),
-        ([1, 2, 3], 5, 1, "cached_len 比提示词还长"),
-        ([1, 2, 3], -1, 1, "cached_len 是负数"),
-        ([], 0, 4, "提示词是空的"),
-        ([1, 2, 3], 0, 0, "output_len 是 0，一个 token 都不生成"),
-        ([1, 2, 3], 0, -1, "output_len 是负数"),
-    ]
-    for ids, cached, out, why in bad:
-        check_raises(
-            ValueError,
-            ReqState,
-            ids,
-            cached,
-            out,
-            what=f"ReqState({ids}, {cached}, {out})（{why}）",
+def check_bad_arguments(ReqState: type, rng: random.Random) -> None:
+    """坏参数：提示词长度、缓存长度、输出长度都随机；坏值也随机（就在边界上，或者远一些）。"""
+
+    def make(input_ids, cached_len, output_len):
+        return ReqState(input_ids, cached_len, output_len)
+
+    for n in (rng.randint(1, 3), rng.randint(4, 16), rng.randint(17, 300)):  # 短的、中等的、很长的提示词
+        ids = [rng.randrange(50_000) for _ in range(n)]
+        cached = rng.choice([0, rng.randrange(n)])
+        good = dict(input_ids=ids, cached_len=cached, output_len=rng.randint(1, 64))
+        bad = dict(
+            # cached_len 等于提示词长度（没有 token 可算）、比提示词还长、是负数
+            cached_len=lambda r: r.choice([n, n + r.randint(1, 1000), bad_int(r, 0)]),
+            # 提示词是空的，或者不比 cached_len 长
+            input_ids=lambda r: r.choice([[], ids[: r.randint(0, cached)]]),
+            # output_len 是 0 或负数：一个 token 都不生成
+            output_len=lambda r: bad_int(r, 1),
         )
+        for key in bad:  # 每一种都查到；坏值每次现抽
+            probe_bad_arguments(make, good, {key: bad[key]}, rng, name="ReqState", tries=2)
 
 
 def check_one_life(
@@ -158,9 +162,8 @@ def run(mod: object) -> None:
     ReqState = require(mod, "ReqState")
     check(isinstance(ReqState, type), "ReqState 应该是一个类")
 
-    check_bad_arguments(ReqState)
-
     rng = random.Random(SEED)
+    check_bad_arguments(ReqState, random.Random(SEED + 1))
     # 先走几个好懂的：没有缓存、命中一部分、只生成一个
     for prompt_len, cached0, output_len in [(5, 0, 3), (5, 2, 3), (1, 0, 1), (4, 3, 1)]:
         check_one_life(ReqState, rng, prompt_len, cached0, output_len)

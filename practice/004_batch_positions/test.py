@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # 找到 practice/judgekit.py
-from judgekit import check_equal, check_int_list, check_raises, main, require, seed
+from judgekit import check_equal, check_int_list, main, probe_bad_arguments, require, seed, with_bad_item
 
 SEED = seed()  # 每次评测由评测器抽一个，学习者的进程看不到；没通过时判词里有 JUDGE_SEED=… 可以复现
 
@@ -85,13 +85,24 @@ def check_batch(mod: object, spans: list[tuple[int, int]]) -> None:
     check_equal(got, ref_last_indices(spans), "last_token_indices(spans)", context)
 
 
-def check_bad_spans(mod: object) -> None:
-    for spans, why in [
-        ([(0, 3), (4, 4)], "第 2 个请求 cached_len == device_len，没有 token 可算"),
-        ([(5, 2)], "cached_len > device_len"),
-        ([(-1, 3)], "cached_len 是负数"),
-    ]:
-        check_raises(ValueError, mod.extend_lens, spans, what=f"extend_lens({spans})（{why}）")
+def check_bad_spans(mod: object, rng: random.Random) -> None:
+    """坏的请求在一批里随机的位置上（开头、中间、末尾），坏值就在边界上或者远一些。"""
+
+    def call(spans):
+        return mod.extend_lens(spans)
+
+    for _ in range(2):
+        spans = random_batch(rng)
+        while len(spans) < 3:  # 至少三个请求：坏的那个才可能不在开头、也不在末尾
+            spans.insert(rng.randint(0, len(spans)), (0, rng.randint(1, 9)))
+        kinds = [
+            lambda s, r: (s[1], s[1]),  # cached_len == device_len：没有 token 可算
+            lambda s, r: (s[1] + r.choice([1, r.randint(2, 1000)]), s[1]),  # cached_len > device_len
+            lambda s, r: (r.choice([-1, -r.randint(2, 1000)]), s[1]),  # cached_len 是负数
+        ]
+        for spoil in kinds:
+            probe_bad_arguments(call, dict(spans=spans), dict(spans=lambda r: with_bad_item(r, spans, spoil)), rng,
+                                name="extend_lens", tries=2)
 
 
 def run(mod: object) -> None:
@@ -101,9 +112,9 @@ def run(mod: object) -> None:
     # 先用题目里的例子（出错时最好懂），再用空批
     check_batch(mod, [(0, 3), (2, 5)])
     check_batch(mod, [])
-    check_bad_spans(mod)
 
     rng = random.Random(SEED)
+    check_bad_spans(mod, random.Random(SEED + 1))
     for _ in range(300):
         check_batch(mod, random_batch(rng))
 

@@ -16,11 +16,12 @@ torch.set_num_threads(1)  # 张量都很小：单线程更快，也不和别的�
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # 找到 practice/judgekit.py
 from judgekit import (
+    mistake_hint,
+    probe_bad_arguments,
     seed,
     CheckFailed,
     check,
     check_close,
-    check_raises,
     check_tensor,
     main,
     require,
@@ -91,10 +92,10 @@ def guess_mistake(got: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, eps:
             "先 x.float() 再算，最后转回 x.dtype。"
         )
     atol, rtol = TOLERANCE.get(x.dtype, (1e-5, 1e-5))
-    for variant, why in MISTAKES:
-        alt = ref_rms_norm(x, weight, eps, variant)
-        if torch.allclose(got.double(), alt, atol=atol, rtol=rtol):
-            return "\n  看起来：" + why
+    hits = [why for variant, why in MISTAKES
+            if torch.allclose(got.double(), ref_rms_norm(x, weight, eps, variant), atol=atol, rtol=rtol)]
+    if hits:
+        return mistake_hint(hits)
     if x.dtype == torch.float16:
         return (
             "\n  这是 fp16 输入：平方、求均值要在 float32 里做，fp16 里大数会溢出、小数会丢精度。"
@@ -239,6 +240,55 @@ def random_case(rng: random.Random, gen: torch.Generator, dtype: torch.dtype):
     return x, weight, eps
 
 
+def off(r, n):  # 一个不等于 n 的正整数：差一点，或者差很多
+    return r.choice([m for m in (n - 1, n + 1, n + r.randint(2, 100), max(1, n // 2)) if m > 0 and m != n])
+
+
+def check_bad_weight(rms_norm, gen, rng: random.Random) -> None:
+    """weight 的形状不对：长度差得随机；元素个数对、却多了一维的（[1, H]、[H, 1]）；和 x 一样形状的。"""
+
+    def call(x, weight, eps):  # 按位置传参
+        return rms_norm(x, weight, eps)
+
+    for _ in range(2):
+        x, weight, eps = random_case(rng, gen, rng.choice([torch.float32, torch.bfloat16]))
+        H = x.shape[-1]
+        good = dict(x=x, weight=weight, eps=eps)
+        for spoil in (
+            lambda r: torch.ones(off(r, H), dtype=weight.dtype),
+            lambda r: r.choice([weight.reshape(1, H), weight.reshape(H, 1)]),
+            # 和 x 一样形状的（x 是一维时换成几行的）
+            lambda r: torch.ones(x.shape if x.dim() > 1 else (r.randint(2, 4), H), dtype=weight.dtype),
+        ):
+            probe_bad_arguments(call, good, {"weight": spoil}, rng, name="rms_norm", tries=1)
+
+
+def check_bad_residual(add_rms_norm, gen, rng: random.Random) -> None:
+    """residual 的形状和 x 不同：随机一维差得随机；少了前导维、能广播过去的（[H]、x[0] 的形状）；多了一维的。"""
+
+    def call(x, residual, weight, eps):  # 按位置传参
+        return add_rms_norm(x, residual, weight, eps)
+
+    for _ in range(2):
+        x, weight, eps = random_case(rng, gen, rng.choice([torch.float32, torch.bfloat16]))
+        if x.dim() == 1:
+            x = x.unsqueeze(0).repeat(rng.randint(2, 4), 1)
+        good = dict(x=x, residual=torch.randn(x.shape, generator=gen).to(x.dtype), weight=weight, eps=eps)
+
+        def wrong_dim(r):
+            shape = list(x.shape)
+            i = r.randrange(len(shape))
+            shape[i] = off(r, shape[i])
+            return torch.zeros(shape, dtype=x.dtype)
+
+        for spoil in (
+            wrong_dim,
+            lambda r: torch.zeros(x.shape[r.randrange(1, x.dim()):], dtype=x.dtype),  # 少了前导维：能广播
+            lambda r: torch.zeros(1, *x.shape, dtype=x.dtype),  # 多了一维：也能广播
+        ):
+            probe_bad_arguments(call, good, {"residual": spoil}, rng, name="add_rms_norm", tries=1)
+
+
 def run(mod: object) -> None:
     rms_norm = require(mod, "rms_norm")
     add_rms_norm = require(mod, "add_rms_norm")
@@ -262,23 +312,7 @@ def run(mod: object) -> None:
         dtype = rng.choice([torch.float32, torch.float16, torch.bfloat16])
         check_rms_norm(rms_norm, *random_case(rng, gen, dtype))
 
-    # weight 的形状不对
-    check_raises(
-        ValueError,
-        rms_norm,
-        torch.zeros(2, 8),
-        torch.ones(7),
-        1e-6,
-        what="rms_norm(形状 (2, 8) 的 x, 形状 (7,) 的 weight, 1e-6)",
-    )
-    check_raises(
-        ValueError,
-        rms_norm,
-        torch.zeros(2, 8),
-        torch.ones(2, 8),
-        1e-6,
-        what="rms_norm(形状 (2, 8) 的 x, 形状 (2, 8) 的 weight, 1e-6)",
-    )
+    check_bad_weight(rms_norm, gen, random.Random(SEED + 1))
 
     # 带残差：先 residual=None，再带 residual
     for _ in range(40):
@@ -289,15 +323,7 @@ def run(mod: object) -> None:
             torch.randn(x.shape, generator=gen, dtype=torch.float64) * rng.choice([1.0, 20.0])
         ).to(dtype)
         check_add_rms_norm(add_rms_norm, x, residual, weight, eps)
-    check_raises(
-        ValueError,
-        add_rms_norm,
-        torch.zeros(2, 8),
-        torch.zeros(3, 8),
-        torch.ones(8),
-        1e-6,
-        what="add_rms_norm(形状 (2, 8) 的 x, 形状 (3, 8) 的 residual, ...)",
-    )
+    check_bad_residual(add_rms_norm, gen, random.Random(SEED + 2))
 
     check_residual_chain(add_rms_norm, gen)
 

@@ -15,11 +15,13 @@ torch.set_num_threads(1)  # 张量都很小：单线程更快，也不和别的�
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # 找到 practice/judgekit.py
 from judgekit import (
+    mistake_hint,
+    probe_bad_arguments,
+    with_bad_item,
     seed,
     CheckFailed,
     check,
     check_close,
-    check_raises,
     check_tensor,
     main,
     require,
@@ -103,11 +105,12 @@ def guess_mistake(got, which: int, positions, q, k, head_dim, base) -> str:
             "（q 和 k 都要按同样的位置做 RoPE）" if which else ""
         )
     atol, rtol = APPLY_TOL[q.dtype]
+    hits = []
     for variant, why in MISTAKES:
         alt = ref_rope(positions, q, k, head_dim, base, variant)[which]
         if torch.allclose(got.double(), alt, atol=atol * 10, rtol=rtol * 10):
-            return "\n  看起来：" + why
-    return ""
+            hits.append(why)
+    return mistake_hint(hits)
 
 
 # ---------------------------------------------------------------------------
@@ -231,6 +234,63 @@ def check_properties(apply_rope, gen: torch.Generator, rng: random.Random) -> No
         )
 
 
+def check_bad_cache_arguments(rope_cache, rng: random.Random) -> None:
+    """rope_cache 的坏参数：好的那几个随机，坏值就在边界上或者远一些。"""
+
+    def call(head_dim, max_position, base):  # 按位置传参
+        return rope_cache(head_dim, max_position, base)
+
+    for _ in range(2):
+        good = dict(head_dim=2 * rng.randint(1, 32), max_position=rng.randint(1, 64),
+                    base=rng.choice([100.0, 1e4, 1e6]))
+        for key, spoil in [
+            ("head_dim", lambda r: 2 * r.randint(0, 64) + 1),  # 奇数
+            ("head_dim", lambda r: 0),
+            ("head_dim", lambda r: -2 * r.randint(1, 500)),  # 负的偶数：% 2 查不出来
+            ("max_position", lambda r: 0),
+            ("max_position", lambda r: r.choice([-1, -r.randint(2, 1000)])),
+        ]:
+            probe_bad_arguments(call, good, {key: spoil}, rng, name="rope_cache", tries=1)
+
+
+def check_bad_apply_arguments(apply_rope, gen, rng: random.Random) -> None:
+    """apply_rope 的坏参数：表的大小、token 数、头数随机；越界的位置在随机的一行上，就在表尾外面一点，
+    或者远一些，也有负数；positions、q、k 的行数少几行或者多几行；q 或 k 的 D 和表对不上。"""
+
+    def call(positions, q, k, cos, sin):  # 按位置传参
+        return apply_rope(positions, q, k, cos, sin)
+
+    def other_rows(r, t):  # 行数变一变：少几行（可能一行不剩）或者多几行
+        n = t.shape[0] + r.choice([-t.shape[0], -1, 1, r.randint(2, 20)])
+        return t.repeat(3, *([1] * (t.dim() - 1)))[:n] if n <= 3 * t.shape[0] else t[:1].repeat(n, *([1] * (t.dim() - 1)))
+
+    for _ in range(2):
+        head_dim, max_position = 2 * rng.randint(2, 16), rng.randint(8, 64)
+        cos, sin = table_from_ref(head_dim, max_position, rng.choice([1e4, 1e6]))
+        n, kv_heads = rng.randint(3, 10), rng.choice([1, 2])
+        q, k = random_qk(gen, n, kv_heads * rng.choice([1, 2, 3]), kv_heads, head_dim, torch.float32)
+        pos = [rng.randrange(max_position) for _ in range(n)]
+        positions = torch.tensor(pos, dtype=rng.choice([torch.int64, torch.int32]))
+        good = dict(positions=positions, q=q, k=k, cos=cos, sin=sin)
+
+        def bad_positions(values):
+            return lambda r: torch.tensor(with_bad_item(r, pos, lambda p, r: r.choice(values(r))), dtype=positions.dtype)
+
+        def other_dim(t):  # 最后一维（D）换一个别的偶数：和表对不上
+            return lambda r: t.repeat(1, 1, 3)[..., : r.choice([d for d in range(2, 3 * head_dim + 1, 2) if d != head_dim])]
+
+        for key, spoil, tries in [
+            ("positions", bad_positions(lambda r: [max_position, max_position + r.randint(1, 1000)]), 3),  # 超出表
+            ("positions", bad_positions(lambda r: [-1, -r.randint(2, 1000)]), 3),  # 负数
+            ("positions", lambda r: other_rows(r, positions), 1),
+            ("q", lambda r: other_rows(r, q), 1),
+            ("k", lambda r: other_rows(r, k), 1),
+            ("q", other_dim(q), 1),
+            ("k", other_dim(k), 1),
+        ]:
+            probe_bad_arguments(call, good, {key: spoil}, rng, name="apply_rope", tries=tries)
+
+
 def run(mod: object) -> None:
     rope_cache = require(mod, "rope_cache")
     apply_rope = require(mod, "apply_rope")
@@ -246,12 +306,7 @@ def run(mod: object) -> None:
         (2, 5, 100.0),
     ]:
         check_cache(rope_cache, head_dim, max_position, base)
-    for args, why in [
-        ((7, 16, 1e4), "head_dim 是奇数"),
-        ((0, 16, 1e4), "head_dim 是 0"),
-        ((8, 0, 1e4), "max_position 是 0"),
-    ]:
-        check_raises(ValueError, rope_cache, *args, what=f"rope_cache{args}（{why}）")
+    check_bad_cache_arguments(rope_cache, random.Random(SEED + 1))
 
     # ---- apply_rope：用测试自己的表（和你的 rope_cache 无关）
     base = 10000.0
@@ -310,34 +365,7 @@ def run(mod: object) -> None:
     )
 
     # ---- 出错的输入
-    cos, sin = table_from_ref(8, 16, 10000.0)
-    q, k = random_qk(gen, 3, 2, 1, 8, torch.float32)
-    bad = [
-        (torch.tensor([0, 5, 16]), q, k, cos, sin, "位置 16 超出了 max_position=16 的表"),
-        (torch.tensor([0, -1, 2]), q, k, cos, sin, "位置是负数"),
-        (torch.tensor([0, 1]), q, k, cos, sin, "positions 只有 2 个，q/k 有 3 行"),
-        (torch.tensor([0, 1, 2]), q, k[:2], cos, sin, "k 只有 2 行"),
-        (
-            torch.tensor([0, 1, 2]),
-            q[..., :6],
-            k[..., :6],
-            cos,
-            sin,
-            "head_dim 是 6，表是给 8 准备的",
-        ),
-    ]
-    for positions, qq, kk, c, s, why in bad:
-        check_raises(
-            ValueError,
-            apply_rope,
-            positions,
-            qq,
-            kk,
-            c,
-            s,
-            what=f"apply_rope(positions={positions.tolist()}, q {tuple(qq.shape)}, k {tuple(kk.shape)}, ...)（{why}）",
-        )
-
+    check_bad_apply_arguments(apply_rope, gen, random.Random(SEED + 2))
 
 if __name__ == "__main__":
     main(run)

@@ -14,7 +14,7 @@ import torch
 torch.set_num_threads(1)  # 张量都很小：单线程更快，也不和别的进程抢 CPU 核
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # 找到 practice/judgekit.py
-from judgekit import CheckFailed, check, check_raises, check_tensor, main, require, seed
+from judgekit import CheckFailed, check, check_tensor, main, probe_bad_arguments, require, seed
 
 SEED = seed()  # 每次评测由评测器抽一个，学习者的进程看不到；没通过时判词里有 JUDGE_SEED=… 可以复现
 
@@ -245,6 +245,52 @@ def random_config(rng: random.Random) -> tuple[dict, int]:
     return cfg, size
 
 
+def check_bad_arguments(shard_tensor, rng: random.Random) -> None:
+    """坏参数：TP size、层号、权重的大小都随机；除不尽的那一维差得随机；rank 就在边界外一点或者远一些。"""
+
+    def call(key, value, rank, size, num_kv_heads):  # 按位置传参
+        return shard_tensor(key, value, rank, size, num_kv_heads)
+
+    def not_multiple(r, size, at_least=1):  # 一个不是 size 倍数的数（>= at_least）
+        return size * r.randint(at_least, 20) + r.randint(1, size - 1)
+
+    for _ in range(2):
+        size = rng.choice([2, 3, 4, 8])
+        layer = rng.randint(0, 40)
+        rank = rng.randrange(size)
+        name = lambda module, kind: f"model.layers.{layer}.{kind}.{module}.weight"  # noqa: E731
+        per = rng.randint(1, 4)
+        # 行数是 60 * head_dim：60 能被好几种头数整除，坏的头数就不会先撞上“行数分不成这么多头”
+        head_dim = rng.randint(1, 3)
+        kv_rows = 60 * head_dim
+        good_heads = [h for h in (2, 3, 4, 5, 6, 10, 12, 15, 20, 30, 60) if h % size == 0 or size % h == 0]
+        bad_heads = [h for h in (3, 4, 5, 6, 10, 12, 15, 20, 30, 60) if h % size and size % h]
+        num_kv_heads = rng.choice(good_heads)
+        dim0 = name(rng.choice(["q_proj", "gate_proj", "up_proj"]), "self_attn")
+        dim1 = name(rng.choice(["o_proj", "down_proj"]), "mlp")
+        kv = name(rng.choice(["k_proj", "v_proj"]), "self_attn")
+        cases = [
+            # (权重名, 好的 value, 坏的是哪个参数, 坏值)
+            (dim0, torch.zeros(size * per, 3), "value", lambda r: torch.zeros(not_multiple(r, size), 3)),
+            (dim1, torch.zeros(3, size * per), "value", lambda r: torch.zeros(3, not_multiple(r, size))),
+            # 行并行的权重不是二维的：一维的、三维的（第 1 维照样除得尽，只有维数不对）
+            (dim1, torch.zeros(3, size * per), "value", lambda r: torch.zeros(size * r.randint(1, 20))),
+            (dim1, torch.zeros(3, size * per), "value",
+             lambda r: torch.zeros(r.randint(1, 4), size * r.randint(1, 8), size * r.randint(1, 8))),
+            (kv, torch.zeros(kv_rows, 2), "value",  # 行数分不成 num_kv_heads 个头
+             lambda r: torch.zeros(num_kv_heads * r.randint(1, 20) + r.randint(1, num_kv_heads - 1), 2)),
+            (kv, torch.zeros(kv_rows, 2), "num_kv_heads", lambda r: r.choice(bad_heads)),  # 既分不了、也复制不了
+            (rng.choice([dim0, dim1, kv, "model.norm.weight"]), None, "rank",
+             lambda r: r.choice([size, size + r.randint(1, 1000), -1, -r.randint(2, 1000)])),
+            (rng.choice([dim0, "model.norm.weight"]), None, "size", lambda r: r.choice([0, -r.randint(1, 64)])),
+        ]
+        for key, value, what, spoil in cases:
+            if value is None:  # 只有 rank / size 是坏的：value 随便给一个这个名字能切的
+                value = torch.zeros(kv_rows, 2) if key == kv else torch.zeros(size * per, size * per)
+            good = dict(key=key, value=value, rank=rank, size=size, num_kv_heads=num_kv_heads)
+            probe_bad_arguments(call, good, {what: spoil}, rng, name="shard_tensor", tries=1)
+
+
 def run(mod: object) -> None:
     shard_tensor = require(mod, "shard_tensor")
     rng = random.Random(SEED)
@@ -294,37 +340,7 @@ def run(mod: object) -> None:
             check_one(shard_tensor, key, rand(gen, shape, dtype), size, cfg["kv"])
 
     # ---- 出错的输入
-    w = torch.zeros(12, 6)
-    bad = [
-        ("model.layers.0.self_attn.q_proj.weight", w, 0, 5, 2, "12 行不能被 5 整除"),
-        ("model.layers.0.mlp.down_proj.weight", w, 0, 4, 2, "6 列不能被 4 整除"),
-        ("model.layers.0.self_attn.k_proj.weight", w, 0, 2, 3, "3 个 KV 头分不给 2 个 rank"),
-        ("model.layers.0.self_attn.v_proj.weight", w, 0, 8, 3, "8 个 rank 不能平均复制 3 个 KV 头"),
-        ("model.layers.0.self_attn.k_proj.weight", w, 0, 2, 5, "12 行分不成 5 个 KV 头"),
-        (
-            "model.layers.0.self_attn.o_proj.weight",
-            torch.zeros(12),
-            0,
-            2,
-            2,
-            "o_proj 的 weight 是一维的",
-        ),
-        ("model.layers.0.self_attn.q_proj.weight", w, 2, 2, 2, "rank 2 不在 [0, 2) 里"),
-        ("model.layers.0.self_attn.q_proj.weight", w, -1, 2, 2, "rank 是负数"),
-        ("model.norm.weight", torch.zeros(6), 0, 0, 2, "size 是 0"),
-    ]
-    for key, value, rank, size, kv, why in bad:
-        check_raises(
-            ValueError,
-            shard_tensor,
-            key,
-            value,
-            rank,
-            size,
-            kv,
-            what=f"shard_tensor({key!r}, value{tuple(value.shape)}, rank={rank}, size={size}, num_kv_heads={kv})（{why}）",
-        )
-
+    check_bad_arguments(shard_tensor, random.Random(SEED + 1))
 
 if __name__ == "__main__":
     main(run)

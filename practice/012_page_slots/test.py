@@ -15,6 +15,7 @@ sys.path.insert(
 )  # 找到 practice/judgekit.py
 from judgekit import (
     seed,
+    probe_bad_arguments,
     check,
     check_equal,
     check_int_list,
@@ -245,48 +246,56 @@ def check_example(mod) -> None:
     )
 
 
-def check_bad_arguments(mod) -> None:
-    table = [[EMPTY] * 8, [EMPTY] * 8]
-    free_pages = [3, 1, 0, 2]
-    for row, start, end, page_size, why in [
-        (0, 0, 4, 0, "page_size 是 0"),
-        (0, 3, 2, 2, "start > end"),
-        (0, -1, 2, 2, "start 是负数"),
-        (1, 0, 9, 2, "end 超出了这一行的长度 8"),
-    ]:
-        check_raises(
-            ValueError,
-            mod.alloc_slots,
-            table,
-            row,
-            start,
-            end,
-            free_pages,
-            page_size,
-            what=f"{call_text(row, start, end, page_size)}（{why}）",
-        )
-        check_equal(free_pages, [3, 1, 0, 2], f"{why}、报错之后的 free_pages（不该动）")
-        check_equal(
-            table, [[EMPTY] * 8, [EMPTY] * 8], f"{why}、报错之后的页表（不该动）"
-        )
-    got = mod.alloc_slots(table, 1, 0, 0, free_pages, 2)
-    check_equal(got, [], f"{call_text(1, 0, 0, 2)}（空区间）的返回值")
-    check_equal(free_pages, [3, 1, 0, 2], "空区间之后的 free_pages（不该动）")
-    for length, page_size, why in [
-        (9, 2, "length 超出了这一行的长度 8"),
-        (-1, 2, "length 是负数"),
-        (2, 0, "page_size 是 0"),
-    ]:
-        check_raises(
-            ValueError,
-            mod.free_row,
-            table,
-            0,
-            length,
-            free_pages,
-            page_size,
-            what=f"free_row(table, 0, {length}, free_pages, {page_size})（{why}）",
-        )
+def check_bad_arguments(mod, rng: random.Random) -> None:
+    """坏参数：页表几行、每行多长、哪一行、page_size、空闲页都随机；坏值就在边界上或者远一些。
+    报错之后 table 和 free_pages 都得原样不动。"""
+    for _ in range(3):
+        page_size = rng.choice([1, 2, 3, 4, 16])
+        # 每行长度不一样：拿别的行（比如第 0 行）的长度去查 end 的代码过不去
+        lengths = rng.sample(range(1, 65), rng.randint(2, 5))
+        row = rng.randrange(len(lengths))
+        width = lengths[row]
+        table = [[EMPTY] * n for n in lengths]
+        free_pages = rng.sample(range(100), rng.randint(0, 12))
+        start = rng.randint(0, width)
+        end = rng.randint(start, width)
+        calls = []
+
+        def alloc(table, row, start, end, free_pages, page_size):
+            calls.append((table, free_pages))  # 学习者改过的就是这两个（跨进程传回来了）
+            return mod.alloc_slots(table, row, start, end, free_pages, page_size)
+
+        good = dict(table=table, row=row, start=start, end=end, free_pages=free_pages, page_size=page_size)
+        # 每个界都查两次：就在边界上一次、远一些一次（只拦一个写死的坏值的代码过不去）
+        kinds = [
+            ("page_size", lambda r: 0), ("page_size", lambda r: -r.randint(1, 1000)),
+            ("start", lambda r: -1), ("start", lambda r: -r.randint(2, 1000)),
+            ("start", lambda r: end + r.choice([1, r.randint(2, 40)])),  # 比 end 大
+            ("end", lambda r: width + 1), ("end", lambda r: width + r.randint(2, 1000)),  # 超出这一行
+            ("end", lambda r: start - r.choice([1, r.randint(2, 40)])),  # 比 start 小
+        ]
+        for key, spoil in kinds:
+            probe_bad_arguments(alloc, good, {key: spoil}, rng, name="alloc_slots", tries=1)
+            got_table, got_free = calls[-1]
+            check_equal(got_free, free_pages, f"alloc_slots（{key} 是坏的）报错之后的 free_pages（不该动）")
+            check_equal(got_table, table, f"alloc_slots（{key} 是坏的）报错之后的页表（不该动）")
+
+        before = list(free_pages)
+        got = mod.alloc_slots(table, row, start, start, free_pages, page_size)
+        check_equal(got, [], f"{call_text(row, start, start, page_size)}（空区间）的返回值")
+        check_equal(free_pages, before, "空区间之后的 free_pages（不该动）")
+
+        def free(table, row, length, free_pages, page_size):
+            return mod.free_row(table, row, length, free_pages, page_size)
+
+        good = dict(table=table, row=row, length=rng.randint(0, width), free_pages=free_pages, page_size=page_size)
+        kinds = [
+            ("length", lambda r: width + 1), ("length", lambda r: width + r.randint(2, 1000)),  # 超出这一行
+            ("length", lambda r: -1), ("length", lambda r: -r.randint(2, 1000)),
+            ("page_size", lambda r: 0), ("page_size", lambda r: -r.randint(1, 1000)),
+        ]
+        for key, spoil in kinds:
+            probe_bad_arguments(free, good, {key: spoil}, rng, name="free_row", tries=1)
 
 
 def simulate(
@@ -367,8 +376,8 @@ def run(mod: object) -> None:
     require(mod, "free_row")
 
     check_example(mod)
-    check_bad_arguments(mod)
     rng = random.Random(SEED)
+    check_bad_arguments(mod, random.Random(SEED + 1))
     for page_size in (1, 2, 3, 4, 16):
         simulate(
             mod, rng, page_size, num_pages=rng.randint(4, 24), num_rows=5, row_len=48

@@ -14,7 +14,7 @@ import torch
 sys.path.insert(
     0, str(Path(__file__).resolve().parent.parent)
 )  # 找到 practice/judgekit.py
-from judgekit import check, check_raises, check_tensor, main, require, torch_calls, seed
+from judgekit import check, check_tensor, main, probe_bad_arguments, require, torch_calls, seed
 
 SEED = seed()  # 每次评测由评测器抽一个，学习者的进程看不到；没通过时判词里有 JUDGE_SEED=… 可以复现
 
@@ -218,38 +218,51 @@ def check_example(mod) -> None:
     )
 
 
-def check_bad_arguments(mod) -> None:
-    k_buf = torch.zeros(16, 2, 4)
-    v_buf = torch.zeros(16, 2, 4)
-    loc = torch.tensor([3, 9, 4])
-    good = torch.ones(3, 2, 4)
-    for k, v, why in [
-        (torch.ones(4, 2, 4), good, "k 有 4 行，out_loc 只有 3 个槽位"),
-        (good, torch.ones(2, 2, 4), "v 有 2 行，out_loc 有 3 个槽位"),
-        (torch.ones(3, 1, 4), good, "k 只有 1 个头，缓冲区是 2 个"),
-        (good, torch.ones(3, 2, 8), "v 的 head_dim 是 8，缓冲区是 4"),
-    ]:
-        check_raises(
-            ValueError,
-            mod.store_kv,
-            k_buf,
-            v_buf,
-            k,
-            v,
-            loc,
-            what=f"store_kv(k_buf{tuple(k_buf.shape)}, v_buf, k{tuple(k.shape)}, v{tuple(v.shape)}, out_loc 长 3)（{why}）",
-        )
-    row = torch.tensor([0, 1, 2, 3], dtype=torch.int32)
-    for length, why in [(5, "页表这一行只有 4 个位置"), (-1, "length 是负数")]:
-        check_raises(
-            ValueError,
-            mod.gather_kv,
-            k_buf,
-            v_buf,
-            row,
-            length,
-            what=f"gather_kv(k_buf, v_buf, 长度 4 的 page_table_row, {length})（{why}）",
-        )
+def check_bad_arguments(mod, rng: random.Random, gen: torch.Generator) -> None:
+    """坏参数：池子大小、头数、head_dim、槽位个数都随机；k 或 v 的形状错在随机的一维上，差得随机；
+    元素个数对、形状不对的也算错；length 就在边界外一点，或者远一些。"""
+
+    def store(k_buf, v_buf, k, v, out_loc):  # 按位置传参
+        return mod.store_kv(k_buf, v_buf, k, v, out_loc)
+
+    def gather(k_buf, v_buf, page_table_row, length):
+        return mod.gather_kv(k_buf, v_buf, page_table_row, length)
+
+    def off(r, x):  # 一个不等于 x 的正整数：差一点，或者差很多
+        return r.choice([y for y in (x - 1, x + 1, x + r.randint(2, 30), max(1, x // 2)) if y > 0 and y != x])
+
+    for _ in range(2):
+        heads = rng.choice([1, 2, 3, 4, 8])
+        head_dim = rng.choice([d for d in (2, 4, 8, 16) if d != heads])
+        num_slots = rng.randint(8, 64)
+        n = rng.randint(1, 8)
+        k_buf = random_tensor(gen, (num_slots, heads, head_dim), torch.float32)
+        v_buf = random_tensor(gen, (num_slots, heads, head_dim), torch.float32)
+        loc = torch.tensor(rng.sample(range(num_slots), n), dtype=rng.choice([torch.int32, torch.int64]))
+        k = random_tensor(gen, (n, heads, head_dim), torch.float32)
+        v = random_tensor(gen, (n, heads, head_dim), torch.float32)
+        good = dict(k_buf=k_buf, v_buf=v_buf, k=k, v=v, out_loc=loc)
+
+        def wrong_dim(i):  # 第 i 维（0 token 数、1 头数、2 head_dim）不对，差得随机
+            def spoil(r):
+                shape = [n, heads, head_dim]
+                shape[i] = off(r, shape[i])
+                return torch.ones(shape)
+            return spoil
+
+        for key in ("k", "v"):
+            t = good[key]
+            spoils = [wrong_dim(0), wrong_dim(1), wrong_dim(2),
+                      # 元素个数一样、形状不对：[n, D, H] 或者 [n, H*D]
+                      lambda r, t=t: r.choice([t.reshape(n, head_dim, heads), t.reshape(n, heads * head_dim)])]
+            for spoil in spoils:
+                probe_bad_arguments(store, good, {key: spoil}, rng, name="store_kv", tries=1)
+
+        m = rng.randint(0, 12)
+        row = torch.tensor([rng.randrange(num_slots) for _ in range(m)], dtype=rng.choice([torch.int32, torch.int64]))
+        good = dict(k_buf=k_buf, v_buf=v_buf, page_table_row=row, length=rng.randint(0, m))
+        for spoil in (lambda r: m + 1, lambda r: m + r.randint(2, 1000), lambda r: -1, lambda r: -r.randint(2, 1000)):
+            probe_bad_arguments(gather, good, {"length": spoil}, rng, name="gather_kv", tries=1)
 
 
 def torch_ops(fn, *args) -> list[str]:
@@ -288,7 +301,7 @@ def run(mod: object) -> None:
     for _ in range(40):
         simulate(mod, rng, gen)
     check_one_shot(mod)
-    check_bad_arguments(mod)
+    check_bad_arguments(mod, random.Random(SEED + 1), torch.Generator().manual_seed(SEED + 2))
 
 
 if __name__ == "__main__":

@@ -17,10 +17,13 @@ sys.path.insert(
 )  # 找到 practice/judgekit.py
 from judgekit import (
     seed,
+    bad_int,
+    mistake_hint,
+    probe_bad_arguments,
+    with_bad_item,
     CheckFailed,
     check,
     check_close,
-    check_raises,
     check_tensor,
     main,
     require,
@@ -168,18 +171,19 @@ def guess_mistake(got: torch.Tensor, case: Case) -> str:
         ({"scale": 1.0}, "像是忘了乘 D ** -0.5"),
         ({"scale": 1.0 / case.d}, "缩放应该是 D ** -0.5，你的像是 1/D"),
     ]
+    hits = []
     for kwargs, why in guesses:
         alt = ref_attention(*case.args(), **kwargs)
         if torch.allclose(got.double(), alt.double(), atol=1e-4, rtol=1e-4):
-            return "\n  看起来：" + why
+            hits.append(why)
     n = len(case.cached_lens)
     args = list(case.args())
     args[4] = list(range(n))
     if case.table_idx != list(range(n)) and n <= case.page_table.shape[0]:
         alt = ref_attention(*args)
         if torch.allclose(got.double(), alt.double(), atol=1e-4, rtol=1e-4):
-            return "\n  看起来：第 i 个请求用了页表的第 i 行；应该用第 table_idx[i] 行"
-    return ""
+            hits.append("第 i 个请求用了页表的第 i 行；应该用第 table_idx[i] 行")
+    return mistake_hint(hits)
 
 
 def check_case(attention, case: Case) -> None:
@@ -222,41 +226,60 @@ def check_case(attention, case: Case) -> None:
         ) from None
 
 
+def other_length(r, items, make):
+    """items 的长度变一变：少几个（可能一个不剩）或者多几个。"""
+    if r.random() < 0.5:
+        return list(items[: r.randrange(len(items))])
+    return list(items) + [make(r) for _ in range(r.choice([1, r.randint(2, 20)]))]
+
+
 def check_bad_arguments(attention, gen, rng) -> None:
-    case = Case(gen, rng, [2, 0], [3, 2], 4, 2, 8, torch.float32, page_size=2)
-    q, k_buf, v_buf, table, idx, cached, ext = case.args()
-    max_len = table.shape[1]
-    bad = [
-        (
-            (q[:4], k_buf, v_buf, table, idx, cached, ext),
-            "q 有 4 行，extend_lens 加起来是 5",
-        ),
-        (
-            (q, k_buf, v_buf, table, idx[:1], cached, ext),
-            "table_idx 只有 1 个，另外两个列表各 2 个",
-        ),
-        (
-            (q, k_buf, v_buf, table, idx, cached, [3, 1, 1]),
-            "extend_lens 比另外两个列表长",
-        ),
-        (
-            (q[:, :3], k_buf, v_buf, table, idx, cached, ext),
-            "3 个 query 头不是 2 个 KV 头的倍数",
-        ),
-        ((q, k_buf, v_buf, table, idx, [2, -1], ext), "cached_len 是负数"),
-        (
-            (q[:3], k_buf, v_buf, table, idx, cached, [3, 0]),
-            "有一个请求 extend_len 是 0",
-        ),
-        (
-            (q, k_buf, v_buf, table, idx, [max_len, 0], ext),
-            f"cached_len + extend_len 超过了页表的 {max_len} 列",
-        ),
-    ]
-    for args, why in bad:
-        check_raises(
-            ValueError, attention, *args, what=f"paged_prefill_attention(...)（{why}）"
-        )
+    """坏参数：请求个数、长度、头数都随机；坏的那个请求在随机的位置上，坏值就在边界上或者远一些；
+    列表长度少几个或者多几个；q 的行数少几行或者多几行；query 头数不是 KV 头数的倍数。"""
+
+    def call(q, k_buf, v_buf, page_table, table_idx, cached_lens, extend_lens):  # 按位置传参
+        return attention(q, k_buf, v_buf, page_table, table_idx, cached_lens, extend_lens)
+
+    def fitted(q, k_buf, v_buf, page_table, table_idx, cached_lens, extend_lens):
+        # extend_lens 是坏的时候，q 的行数跟着它走：只有 extend_len 这一处不对
+        return attention(q[: sum(extend_lens)], k_buf, v_buf, page_table, table_idx, cached_lens, extend_lens)
+
+    for _ in range(2):
+        n = rng.randint(3, 6)
+        hkv = rng.choice([2, 3, 4])
+        case = Case(gen, rng, [rng.choice([0, rng.randint(1, 20)]) for _ in range(n)],
+                    [rng.randint(1, 8) for _ in range(n)], hkv * rng.choice([1, 2, 3]), hkv, rng.choice([4, 8]),
+                    torch.float32)
+        q, k_buf, v_buf, table, idx, cached, ext = case.args()
+        T, width = q.shape[0], table.shape[1]
+        good = dict(q=q, k_buf=k_buf, v_buf=v_buf, page_table=table, table_idx=idx, cached_lens=cached,
+                    extend_lens=ext)
+        heads = [h for h in range(1, 3 * case.hq + 1) if h % hkv]  # 不是 Hkv 倍数的 query 头数
+
+        def overflow(r):  # 随机一个请求的 cached_len + extend_len 刚好或者远远超过页表的列数
+            out, i = list(cached), r.randrange(n)
+            out[i] = width - ext[i] + r.choice([1, r.randint(2, 1000)])
+            return out
+
+        def no_new_tokens(r):  # 随机一个请求的 extend_len 是 0 或负数（加起来可能还是 >= 0）
+            out, i = list(ext), r.randrange(n)
+            out[i] = r.choice([0, -r.randint(1, T - ext[i])]) if T > ext[i] else 0
+            return out
+
+        # (参数, 坏值, 试几次)：坏的请求位置随机的几种多试几次，只查第一个 / 最后一个请求的代码过不去
+        kinds = [
+            ("q", lambda r: r.choice([q[: T - r.randint(1, T)], torch.cat([q, q[: r.randint(1, T)]])]), 1),
+            ("q", lambda r: q.repeat(1, 3, 1)[:, : r.choice(heads)], 1),
+            ("table_idx", lambda r: other_length(r, idx, lambda r: r.randrange(table.shape[0])), 1),
+            ("cached_lens", lambda r: other_length(r, cached, lambda r: 0), 1),
+            ("extend_lens", lambda r: other_length(r, ext, lambda r: 1), 1),
+            ("cached_lens", lambda r: with_bad_item(r, cached, lambda c, r: bad_int(r, 0)), 3),  # 负数
+            ("cached_lens", overflow, 3),
+        ]
+        for key, spoil, tries in kinds:
+            probe_bad_arguments(call, good, {key: spoil}, rng, name="paged_prefill_attention", tries=tries)
+        probe_bad_arguments(fitted, good, {"extend_lens": no_new_tokens}, rng, name="paged_prefill_attention",
+                            tries=3)
 
 
 def run(mod: object) -> None:

@@ -20,10 +20,13 @@ sys.path.insert(
 )  # 找到 practice/judgekit.py
 from judgekit import (
     seed,
+    bad_int,
+    mistake_hint,
+    probe_bad_arguments,
+    with_bad_item,
     CheckFailed,
     check,
     check_close,
-    check_raises,
     check_tensor,
     main,
     require,
@@ -178,11 +181,9 @@ def guess_padded(got, q, k, v, valid) -> str:
         ({"scale": 1.0}, "像是忘了乘 D ** -0.5"),
         ({"scale": 1.0 / d}, "缩放应该是 D ** -0.5，你的像是 1/D"),
     ]
-    for kwargs, why in guesses:
-        alt = ref_padded(q, k, v, valid, **kwargs)
-        if torch.allclose(got.double(), alt.double(), atol=1e-4, rtol=1e-4):
-            return "\n  看起来：" + why
-    return ""
+    hits = [why for kwargs, why in guesses
+            if torch.allclose(got.double(), ref_padded(q, k, v, valid, **kwargs).double(), atol=1e-4, rtol=1e-4)]
+    return mistake_hint(hits)
 
 
 def check_padded(mod, gen, seq_lens, hq, hkv, d, dtype) -> None:
@@ -353,30 +354,37 @@ def check_decode(mod, pool: Pool) -> None:
         ) from None
 
 
+def other_length(r, items, make):
+    """items 的长度变一变：少几个（可能一个不剩）或者多几个。"""
+    if r.random() < 0.5:
+        return list(items[: r.randrange(len(items))])
+    return list(items) + [make(r) for _ in range(r.choice([1, r.randint(2, 20)]))]
+
+
 def check_bad_arguments(mod, gen, rng) -> None:
-    pool = Pool(gen, rng, [3, 5], 4, 2, 8, torch.float32)
-    q, k_buf, v_buf, table, idx, seq_lens = pool.args()
-    max_len = table.shape[1]
-    bad = [
-        ((q, k_buf, v_buf, table, idx[:1], seq_lens), "table_idx 只有 1 个，q 有 2 行"),
-        ((q, k_buf, v_buf, table, idx, [3, 5, 2]), "seq_lens 有 3 个，q 有 2 行"),
-        ((q, k_buf, v_buf, table, idx, [3, 0]), "有一个请求 seq_len 是 0"),
-        (
-            (q, k_buf, v_buf, table, idx, [3, max_len + 1]),
-            f"seq_len 超过了页表的 {max_len} 列",
-        ),
-        (
-            (q[:, :3], k_buf, v_buf, table, idx, seq_lens),
-            "3 个 query 头不是 2 个 KV 头的倍数",
-        ),
-    ]
-    for args, why in bad:
-        check_raises(
-            ValueError,
-            mod.decode_attention,
-            *args,
-            what=f"decode_attention(...)（{why}）",
-        )
+    """坏参数：请求个数、长度、头数都随机；坏的 seq_len 在随机的位置上，就在边界上或者远一些；
+    列表长度少几个或者多几个；query 头数比 KV 头数少、多，但都不是它的倍数。"""
+    def call(q, k_buf, v_buf, page_table, table_idx, seq_lens):  # 按位置传参
+        return mod.decode_attention(q, k_buf, v_buf, page_table, table_idx, seq_lens)
+
+    for _ in range(2):
+        hkv = rng.choice([2, 3, 4])
+        seq_lens = [rng.randint(1, 40) for _ in range(rng.randint(4, 8))]
+        pool = Pool(gen, rng, seq_lens, hkv * rng.choice([1, 2, 3]), hkv, rng.choice([4, 8]), torch.float32)
+        q, k_buf, v_buf, table, idx, lens = pool.args()
+        max_len = table.shape[1]
+        good = dict(q=q, k_buf=k_buf, v_buf=v_buf, page_table=table, table_idx=idx, seq_lens=lens)
+        heads = [h for h in range(1, 3 * pool.hq + 1) if h % hkv]  # 不是 Hkv 倍数的 query 头数
+        kinds = [
+            ("table_idx", lambda r: other_length(r, idx, lambda r: r.randrange(table.shape[0]))),
+            ("seq_lens", lambda r: other_length(r, lens, lambda r: r.randint(1, max_len))),
+            ("seq_lens", lambda r: with_bad_item(r, lens, lambda n, r: bad_int(r, 1))),  # 0 或负数
+            ("seq_lens", lambda r: with_bad_item(r, lens, lambda n, r: max_len + 1)),  # 刚好超过页表的列数
+            ("seq_lens", lambda r: with_bad_item(r, lens, lambda n, r: max_len + r.randint(2, 1000))),
+            ("q", lambda r: q.repeat(1, 3, 1)[:, : r.choice(heads)]),
+        ]
+        for key, spoil in kinds:
+            probe_bad_arguments(call, good, {key: spoil}, rng, name="decode_attention", tries=1)
 
 
 def random_shapes(rng: random.Random):

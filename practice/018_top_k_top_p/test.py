@@ -14,7 +14,7 @@ import torch
 sys.path.insert(
     0, str(Path(__file__).resolve().parent.parent)
 )  # 找到 practice/judgekit.py
-from judgekit import check, check_raises, check_tensor, main, require, seed
+from judgekit import bad_int, check, check_tensor, main, mistake_hint, probe_bad_arguments, require, seed, with_bad_item
 
 SEED = seed()  # 每次评测由评测器抽一个，学习者的进程看不到；没通过时判词里有 JUDGE_SEED=… 可以复现
 MARGIN = 1e-3  # 测试里的 p 离每个“排在前面的概率之和”至少这么远
@@ -153,11 +153,12 @@ def guess_row(logits, top_k, top_p, b: int, got_row: torch.Tensor) -> str:
             "logit 并列时要让 id 小的排在前面（torch.sort(..., stable=True)），你的像是 id 大的在前",
         ),
     ]
+    hits = []
     for kwargs, why in guesses:
         alt, _ = ref_row(logits[b], int(top_k[b]), float(top_p[b]), **kwargs)
         if torch.equal(alt & (logits[b] != NEG_INF), got_row):
-            return "\n  看起来：" + why
-    return ""
+            hits.append(why)
+    return mistake_hint(hits)
 
 
 def check_case(mod, logits, top_k, top_p) -> None:
@@ -207,27 +208,38 @@ def check_example(mod) -> None:
     check_case(mod, logits, torch.tensor([-1, 4]), torch.tensor([1.0, 1.0]))
 
 
-def check_bad_arguments(mod) -> None:
-    logits = torch.zeros(3, 8)
-    k = torch.tensor([-1, 2, 3])
-    p = torch.tensor([1.0, 0.5, 0.9])
-    bad = [
-        ((torch.zeros(8), torch.tensor([2]), torch.tensor([0.5])), "logits 是一维的"),
-        ((logits, torch.tensor([-1, 2]), p), "top_k 只有 2 个，logits 有 3 行"),
-        ((logits, k, torch.tensor([[1.0, 0.5, 0.9]])), "top_p 的形状是 [1, 3]"),
-        ((logits, torch.tensor([-1, 0, 3]), p), "top_k 有一个是 0"),
-        ((logits, torch.tensor([-1, -2, 3]), p), "top_k 有一个是 -2"),
-        ((logits, k, torch.tensor([1.0, 0.0, 0.9])), "top_p 有一个是 0"),
-        ((logits, k, torch.tensor([1.0, 1.5, 0.9])), "top_p 有一个是 1.5"),
-        ((logits, k, torch.tensor([1.0, float("nan"), 0.9])), "top_p 有一个是 nan"),
-    ]
-    for args, why in bad:
-        check_raises(
-            ValueError,
-            mod.top_k_top_p_filter,
-            *args,
-            what=f"top_k_top_p_filter(...)（{why}）",
-        )
+def check_bad_arguments(mod, gen, rng: random.Random) -> None:
+    """坏参数：批大小、词表大小随机；坏的那个 k / p 在随机的一行上，坏值就在边界上或者远一些；
+    形状错的 top_k / top_p 有长度不对的，也有多了一维、长度却“对”的。"""
+
+    def spoiled(r, t, spoil):  # t 的一份拷贝，随机一行换成坏值
+        return torch.tensor(with_bad_item(r, t.tolist(), spoil), dtype=t.dtype)
+
+    def other_length(r, t):
+        n = t.shape[0] + r.choice([-t.shape[0], -1, 1, r.randint(2, 50)])
+        return torch.cat([t, t])[:n] if n <= 2 * t.shape[0] else t[:1].repeat(n)
+
+    def call(logits, top_k, top_p):  # 按位置传参
+        return mod.top_k_top_p_filter(logits, top_k, top_p)
+
+    for _ in range(2):
+        B, V = rng.randint(2, 8), rng.randint(2, 40)
+        logits, top_k, top_p = random_case(gen, rng, B, V)
+        good = dict(logits=logits, top_k=top_k, top_p=top_p)
+        kinds = [
+            ("logits", lambda r: r.choice([logits[r.randrange(B)], logits.reshape(-1)])),  # 一维的
+            ("logits", lambda r: r.choice([logits.unsqueeze(0), logits.unsqueeze(-1)])),  # 三维的
+            ("top_k", lambda r: other_length(r, top_k)), ("top_p", lambda r: other_length(r, top_p)),  # 长度和行数对不上
+            ("top_k", lambda r: r.choice([top_k.unsqueeze(0), top_k.unsqueeze(1)])),  # [1, B] 或 [B, 1]
+            ("top_p", lambda r: r.choice([top_p.unsqueeze(0), top_p.unsqueeze(1)])),
+            ("top_k", lambda r: spoiled(r, top_k, lambda k, r: 0)),  # 某个 k 是 0
+            ("top_k", lambda r: spoiled(r, top_k, lambda k, r: bad_int(r, -1))),  # 某个 k 小于 -1
+            ("top_p", lambda r: spoiled(r, top_p, lambda p, r: r.choice([0.0, -r.random(), -r.randint(1, 100)]))),
+            ("top_p", lambda r: spoiled(r, top_p, lambda p, r: r.choice([1.0001, 1.5, float(r.randint(2, 100))]))),
+            ("top_p", lambda r: spoiled(r, top_p, lambda p, r: float("nan"))),
+        ]
+        for key, spoil in kinds:
+            probe_bad_arguments(call, good, {key: spoil}, rng, name="top_k_top_p_filter", tries=1)
 
 
 def run(mod: object) -> None:
@@ -241,7 +253,7 @@ def run(mod: object) -> None:
         check_case(mod, *random_case(gen, rng, rng.randint(1, 8), rng.randint(2, 48)))
     for V in (1, 1000):  # 只有一个 token 的词表；大一点的词表
         check_case(mod, *random_case(gen, rng, 3, V))
-    check_bad_arguments(mod)
+    check_bad_arguments(mod, gen, random.Random(SEED + 1))
 
 
 if __name__ == "__main__":

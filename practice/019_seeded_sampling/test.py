@@ -18,10 +18,12 @@ sys.path.insert(
 )  # 找到 practice/judgekit.py
 from judgekit import (
     seed,
+    mistake_hint,
+    probe_bad_arguments,
+    with_bad_item,
     CheckFailed,
     check,
     check_equal,
-    check_raises,
     check_tensor,
     main,
     require,
@@ -303,19 +305,14 @@ def check_statistics(mod, gen, rng) -> None:
         allowed = (want > 0).tolist()
         outside = [tok for tok in range(V) if counts[tok] and not allowed[tok]]
         if outside:
-            hint = ""
-            for order, why in (
-                (
-                    "filter_first",
-                    "像是先过滤、后除以温度：top-p 要在除以温度之后的分布上算",
-                ),
-                ("no_temp", "像是没有除以温度"),
-            ):
-                if all(
-                    ref_probs(row, t, k, p, order=order)[tok] > 0 for tok in outside
-                ):
-                    hint = f"\n  看起来：{why}"
-                    break
+            hint = mistake_hint([
+                why
+                for order, why in (
+                    ("filter_first", "像是先过滤、后除以温度：top-p 要在除以温度之后的分布上算"),
+                    ("no_temp", "像是没有除以温度"),
+                )
+                if all(ref_probs(row, t, k, p, order=order)[tok] > 0 for tok in outside)
+            ])
             check(
                 False,
                 f"{context}：抽到了已经被 top-k / top-p 剔掉的 token {outside[:8]}"
@@ -325,7 +322,7 @@ def check_statistics(mod, gen, rng) -> None:
         stat, df = chi_square(counts, want.tolist())
         if stat > chi_bound(df):
             expected = [round(q * DRAWS, 1) for q in want.tolist()]
-            hint = ""
+            hits = []
             for order, why in (
                 ("no_temp", "像是没有除以温度"),
                 ("filter_first", "像是先过滤、后除以温度"),
@@ -334,8 +331,8 @@ def check_statistics(mod, gen, rng) -> None:
                     counts, ref_probs(row, t, k, p, order=order).tolist()
                 )
                 if alt_stat <= chi_bound(alt_df):
-                    hint = f"\n  看起来：{why}"
-                    break
+                    hits.append(why)
+            hint = mistake_hint(hits)
             if all(c == 0 for j, c in enumerate(counts) if j != ref_argmax(row)):
                 hint = "\n  看起来：这一组全选了 argmax——它不是贪心行（温度不为 0、top_k 不为 1），要按概率抽"
             check(
@@ -345,30 +342,39 @@ def check_statistics(mod, gen, rng) -> None:
             )
 
 
-def check_bad_arguments(mod) -> None:
-    logits = torch.zeros(3, 8)
-    k = torch.tensor([-1, 2, 3])
-    p = torch.tensor([1.0, 0.5, 0.9])
-    g = torch.Generator().manual_seed(0)
-    bad = [
-        ((logits, torch.tensor([1.0, -0.5, 1.0]), k, p), "有一个温度是负数"),
-        ((logits, torch.tensor([1.0, float("nan"), 1.0]), k, p), "有一个温度是 nan"),
-        (
-            (logits, torch.tensor([1.0, 1.0]), k, p),
-            "temperatures 只有 2 个，logits 有 3 行",
-        ),
-        (
-            (
-                torch.zeros(8),
-                torch.tensor([1.0]),
-                torch.tensor([-1]),
-                torch.tensor([1.0]),
-            ),
-            "logits 是一维的",
-        ),
-    ]
-    for args, why in bad:
-        check_raises(ValueError, mod.sample, *args, g, what=f"sample(...)（{why}）")
+def check_bad_arguments(mod, gen, rng: random.Random) -> None:
+    """坏参数：批大小、词表大小随机；坏的温度在随机的一行上，就在 0 的下面一点、远一些，或者 nan；
+    temperatures 的形状有长度不对的，也有多了一维、长度却“对”的；logits 有一维的、三维的。"""
+
+    def spoiled(r, spoil):  # temps 的一份拷贝，随机一行换成坏值
+        return torch.tensor(with_bad_item(r, temps.tolist(), spoil), dtype=temps.dtype)
+
+    def other_length(r):
+        n = B + r.choice([-B, -1, 1, r.randint(2, 50)])
+        return torch.cat([temps, temps])[:n] if n <= 2 * B else temps[:1].repeat(n)
+
+    def call(logits, temperatures, top_k, top_p, generator):  # 按位置传参
+        return mod.sample(logits, temperatures, top_k, top_p, generator)
+
+    for _ in range(2):
+        B, V = rng.randint(2, 8), rng.randint(2, 40)
+        logits = tied_logits(gen, B, V)
+        temps = torch.tensor([rng.choice([0.0, rng.uniform(0.3, 2.0)]) for _ in range(B)])
+        top_k = torch.tensor([rng.choice([-1, 1, rng.randint(1, V)]) for _ in range(B)])
+        top_p = torch.tensor([rng.choice([1.0, rng.uniform(0.3, 1.0)]) for _ in range(B)])
+        good = dict(logits=logits, temperatures=temps, top_k=top_k, top_p=top_p,
+                    generator=torch.Generator().manual_seed(rng.randrange(2**31)))
+        kinds = [
+            ("temperatures", lambda r: spoiled(r, lambda t, r: -r.uniform(1e-6, 1e-3))),  # 刚好小于 0
+            ("temperatures", lambda r: spoiled(r, lambda t, r: -r.uniform(0.5, 100.0))),  # 远小于 0
+            ("temperatures", lambda r: spoiled(r, lambda t, r: float("nan"))),
+            ("temperatures", other_length),  # 长度和 logits 的行数对不上
+            ("temperatures", lambda r: r.choice([temps.unsqueeze(0), temps.unsqueeze(1)])),  # [1, B] 或 [B, 1]
+            ("logits", lambda r: r.choice([logits[r.randrange(B)], logits.reshape(-1)])),  # 一维的
+            ("logits", lambda r: r.choice([logits.unsqueeze(0), logits.unsqueeze(-1)])),  # 三维的
+        ]
+        for key, spoil in kinds:
+            probe_bad_arguments(call, good, {key: spoil}, rng, name="sample", tries=1)
 
 
 def run(mod: object) -> None:
@@ -381,7 +387,7 @@ def run(mod: object) -> None:
     check_mixed(mod, gen, rng)
     check_seeds(mod, gen)
     check_statistics(mod, gen, rng)
-    check_bad_arguments(mod)
+    check_bad_arguments(mod, gen, random.Random(SEED + 1))
 
 
 if __name__ == "__main__":

@@ -15,10 +15,12 @@ sys.path.insert(
 )  # 找到 practice/judgekit.py
 from judgekit import (
     seed,
+    bad_int,
+    probe_bad_arguments,
+    with_bad_item,
     check,
     check_equal,
     check_int_list,
-    check_raises,
     check_type,
     main,
     require,
@@ -333,29 +335,41 @@ def never_called(batch):
     )
 
 
-def check_bad_arguments(generate_batch) -> None:
-    bad = [
-        (
-            ([[1, 2], [3]], [2], never_called),
-            {},
-            "max_tokens 只有 1 个，prompts 有 2 个",
-        ),
-        (([[1, 2], []], [2, 2], never_called), {}, "第 2 个提示词是空的"),
-        (([[1, 2], [3]], [2, 0], never_called), {}, "有一个 max_tokens 是 0"),
-        (
-            ([[1, 2], [3]], [2, 2], never_called),
-            {"eos_id": 0, "ignore_eos": [True]},
-            "ignore_eos 只有 1 个",
-        ),
-    ]
-    for args, kwargs, why in bad:
-        check_raises(
-            ValueError,
-            generate_batch,
-            *args,
-            what=f"generate_batch(...)（{why}）",
-            **kwargs,
+def check_bad_arguments(generate_batch, rng: random.Random) -> None:
+    """坏参数：请求个数、提示词、max_tokens 都随机；坏的那个元素在随机的位置上（开头、中间、末尾），
+    列表长度少几个或者多几个。每一种都要在调用 step 之前抛 ValueError。"""
+
+    def other_length(r, items, make):
+        """items 的长度变一变：少几个（可能一个不剩）或者多几个。"""
+        n = len(items)
+        if r.random() < 0.5:
+            return list(items[: r.randrange(n)])
+        return list(items) + [make(r) for _ in range(r.choice([1, r.randint(2, 50)]))]
+
+    def call(prompts, max_tokens, step, eos_id, ignore_eos):  # 前三个按位置传参，和题目里的调用一样
+        return generate_batch(prompts, max_tokens, step, eos_id=eos_id, ignore_eos=ignore_eos)
+
+    for _ in range(3):
+        n = rng.randint(3, 12)
+        prompts = [[rng.randrange(1000) for _ in range(rng.randint(1, 10))] for _ in range(n)]
+        max_tokens = [rng.randint(1, 6) for _ in range(n)]
+        ignore_eos = [rng.random() < 0.5 for _ in range(n)]
+        good = dict(prompts=prompts, max_tokens=max_tokens, step=never_called, eos_id=rng.randrange(1000),
+                    ignore_eos=ignore_eos)
+        kinds = dict(
+            # 某个提示词是空的
+            prompts=lambda r: with_bad_item(r, prompts, lambda p, r: []),
+            # 某个 max_tokens 是 0 或负数
+            max_tokens=lambda r: with_bad_item(r, max_tokens, lambda m, r: bad_int(r, 1)),
         )
+        lengths = dict(
+            prompts=lambda r: other_length(r, prompts, lambda r: [r.randrange(1000)]),
+            max_tokens=lambda r: other_length(r, max_tokens, lambda r: r.randint(1, 6)),
+            ignore_eos=lambda r: other_length(r, ignore_eos, lambda r: r.random() < 0.5),
+        )
+        for bad in (kinds, lengths):
+            for key in bad:
+                probe_bad_arguments(call, good, {key: bad[key]}, rng, name="generate_batch", tries=2)
     got = generate_batch([], [], never_called, eos_id=3)
     check_equal(got, ([], []), "generate_batch([], [], step)（没有请求）的返回值")
 
@@ -378,7 +392,7 @@ def run(mod: object) -> None:
     rng = random.Random(SEED)
     for _ in range(250):
         check_run(generate_batch, random_setup(rng))
-    check_bad_arguments(generate_batch)
+    check_bad_arguments(generate_batch, random.Random(SEED + 1))
 
 
 if __name__ == "__main__":
