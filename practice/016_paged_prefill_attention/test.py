@@ -256,8 +256,10 @@ def check_bad_arguments(attention, gen, rng) -> None:
                     extend_lens=ext)
         heads = [h for h in range(1, 3 * case.hq + 1) if h % hkv]  # 不是 Hkv 倍数的 query 头数
 
-        def overflow(r):  # 随机一个请求的 cached_len + extend_len 刚好或者远远超过页表的列数
-            out, i = list(cached), r.randrange(n)
+        spots = iter(rng.sample([0, rng.randrange(1, n - 1), n - 1], 3))  # 开头、中间、末尾各一次，顺序随机
+
+        def overflow(r):  # 一个请求的 cached_len + extend_len 刚好或者远远超过页表的列数
+            out, i = list(cached), next(spots)
             out[i] = width - ext[i] + r.choice([1, r.randint(2, 1000)])
             return out
 
