@@ -14,6 +14,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # 找到 practice/judgekit.py
 from judgekit import (
     seed,
+    bad_int,
+    probe_bad_arguments,
     check,
     check_equal,
     check_int_list,
@@ -85,9 +87,6 @@ def check_div_even(div_even: object, rng: random.Random) -> None:
         (16, 16, True),
         (0, 4, False),
         (0, 4, True),
-        (-8, 2, False),
-        (4, 0, True),
-        (4, -2, False),
     ]
     cases += [(rng.randint(1, 64), rng.randint(1, 64), rng.random() < 0.5) for _ in range(400)]
     for a, b, rep in cases:
@@ -109,13 +108,14 @@ def check_heads_of_rank(kv_heads_of_rank: object, rng: random.Random) -> None:
     ]
     for heads, tp in configs:
         if not ref_can_split(heads, tp):
+            rank = rng.randrange(tp)
             check_raises(
                 ValueError,
                 kv_heads_of_rank,
                 heads,
                 tp,
-                0,
-                what=f"kv_heads_of_rank({heads}, {tp}, 0)（{heads} 个头分不给 {tp} 个 rank）",
+                rank,
+                what=f"kv_heads_of_rank({heads}, {tp}, {rank})（{heads} 个头分不给 {tp} 个 rank）",
             )
             continue
         for rank in range(tp):
@@ -123,28 +123,6 @@ def check_heads_of_rank(kv_heads_of_rank: object, rng: random.Random) -> None:
             got = kv_heads_of_rank(heads, tp, rank)
             check_int_list(got, f"{call} 的返回值")
             check_equal(got, ref_heads_of_rank(heads, tp, rank), call)
-        for bad_rank in (-1, tp):
-            check_raises(
-                ValueError,
-                kv_heads_of_rank,
-                heads,
-                tp,
-                bad_rank,
-                what=f"kv_heads_of_rank({heads}, {tp}, {bad_rank})（tp_rank 越界）",
-            )
-    for heads, tp, why in [
-        (0, 4, "没有 KV 头"),
-        (8, 0, "tp_size 是 0"),
-        (3, 4, "3 个头分不给 4 个 rank"),
-    ]:
-        check_raises(
-            ValueError,
-            kv_heads_of_rank,
-            heads,
-            tp,
-            0,
-            what=f"kv_heads_of_rank({heads}, {tp}, 0)（{why}）",
-        )
 
 
 def check_shard_weight(shard_kv_weight: object, rng: random.Random) -> None:
@@ -180,18 +158,59 @@ def check_shard_weight(shard_kv_weight: object, rng: random.Random) -> None:
                 )
             check(torch.equal(weight, original), f"{call} 改动了传进来的 weight，它应该只读")
 
-    # 行数对不上
-    weight = torch.zeros(8 * 4 + 1, 3)
-    check_raises(
-        ValueError,
-        shard_kv_weight,
-        weight,
-        8,
-        4,
-        2,
-        0,
-        what="shard_kv_weight(形状 (33, 3) 的 weight, num_kv_heads=8, head_dim=4, ...)（33 != 8 * 4）",
-    )
+
+def check_bad_arguments(mod, rng: random.Random) -> None:
+    """坏参数：头数、rank 数、rank 编号、weight 的行数都随机；每个界都查两次：就在边界上一次、
+    远一些一次（只拦一个写死的坏值的代码过不去）。"""
+
+    def div_even(a, b, allow_replicate):  # 按位置传参
+        return mod.div_even(a, b, allow_replicate=allow_replicate)
+
+    def heads_of_rank(num_kv_heads, tp_size, tp_rank):
+        return mod.kv_heads_of_rank(num_kv_heads, tp_size, tp_rank)
+
+    def shard(weight, num_kv_heads, head_dim, tp_size, tp_rank):
+        return mod.shard_kv_weight(weight, num_kv_heads, head_dim, tp_size, tp_rank)
+
+    for _ in range(3):
+        good = dict(a=rng.randint(0, 64), b=rng.randint(1, 64), allow_replicate=rng.random() < 0.5)
+        kinds = [
+            ("a", lambda r: -1), ("a", lambda r: bad_int(r, -1)),  # 负数
+            ("b", lambda r: 0), ("b", lambda r: bad_int(r, 0)),  # 0 或负数
+        ]
+        for key, spoil in kinds:
+            probe_bad_arguments(div_even, good, {key: spoil}, rng, name="div_even", tries=1)
+
+        heads = rng.choice([1, 2, 3, 4, 6, 8, 12, 16])
+        tp = rng.choice([t for t in (1, 2, 3, 4, 6, 8, 16, 32) if ref_can_split(heads, t)])
+        good = dict(num_kv_heads=heads, tp_size=tp, tp_rank=rng.randrange(tp))
+        kinds = [
+            ("num_kv_heads", lambda r: 0), ("num_kv_heads", lambda r: bad_int(r, 0)),  # 0 或负数
+            ("tp_size", lambda r: 0), ("tp_size", lambda r: bad_int(r, 0)),
+            ("tp_rank", lambda r: -1), ("tp_rank", lambda r: bad_int(r, -1)),  # 负数
+            ("tp_rank", lambda r: tp), ("tp_rank", lambda r: tp + r.randint(1, 1000)),  # 越过 tp_size
+        ]
+        for key, spoil in kinds:
+            probe_bad_arguments(heads_of_rank, good, {key: spoil}, rng, name="kv_heads_of_rank", tries=1)
+
+        head_dim = rng.choice([2, 4, 8, 16])
+        hidden = rng.randint(1, 8)
+        rows = heads * head_dim
+
+        def weight_with(n):
+            return torch.zeros(n, hidden)
+
+        good = dict(weight=weight_with(rows), num_kv_heads=heads, head_dim=head_dim, tp_size=tp,
+                    tp_rank=rng.randrange(tp))
+        # 行数多一行 / 少一行（就在边界上）、多几个整头 / 少几个整头（能切成整头，可头数不对）、多很多
+        kinds = [
+            lambda r: weight_with(rows + 1), lambda r: weight_with(rows - 1),
+            lambda r: weight_with(rows + head_dim * r.randint(1, 4)),
+            lambda r: weight_with(rows - head_dim * r.randint(1, heads)),
+            lambda r: weight_with(rows + r.randint(2, 1000)),
+        ]
+        for spoil in kinds:
+            probe_bad_arguments(shard, good, {"weight": spoil}, rng, name="shard_kv_weight", tries=1)
 
 
 def run(mod: object) -> None:
@@ -203,6 +222,7 @@ def run(mod: object) -> None:
     check_div_even(div_even, rng)
     check_heads_of_rank(kv_heads_of_rank, rng)
     check_shard_weight(shard_kv_weight, rng)
+    check_bad_arguments(mod, random.Random(SEED + 1))
 
 
 if __name__ == "__main__":

@@ -17,9 +17,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # 找到 practi
 from judgekit import (
     seed,
     CheckFailed,
+    bad_int,
+    probe_bad_arguments,
     check,
     check_close,
-    check_raises,
     check_tensor,
     main,
     require,
@@ -265,6 +266,63 @@ def check_tp_mlp(mod, x, gate, up, down, size) -> None:
         )
 
 
+def check_bad_arguments(mod, gen, rng: random.Random) -> None:
+    """坏参数：形状、size、rank 都随机；rank 和 size 的每个界都查两次：就在边界上一次、远一些一次；
+    要切的那一维比 size 的倍数多一个或者少一个；weight 是一维的或者三维的；gate 和 up 的行数或列数不同。"""
+
+    def column(weight, rank, size):  # 按位置传参
+        return mod.column_shard(weight, rank, size)
+
+    def row(weight, rank, size):
+        return mod.row_shard(weight, rank, size)
+
+    def gate_up(gate, up, rank, size):
+        return mod.gate_up_shard(gate, up, rank, size)
+
+    def tp(x, gate, up, down, size):
+        return mod.tp_mlp(x, gate, up, down, size)
+
+    for _ in range(2):
+        size = rng.choice([2, 3, 4, 8])
+        shape = [size * rng.randint(1, 4), size * rng.randint(1, 4)]
+        for name, fn, dim in (("column_shard", column, 0), ("row_shard", row, 1)):
+
+            def uneven(r, dim=dim):  # 要切的那一维多一个或者少一个（另一维照样能整除）
+                bad = list(shape)
+                bad[dim] += r.choice([1, -1])
+                return torch.zeros(bad)
+
+            good = dict(weight=torch.zeros(shape), rank=rng.randrange(size), size=size)
+            kinds = [
+                ("weight", lambda r: torch.zeros(shape[0] * shape[1])),  # 一维
+                ("weight", lambda r: torch.zeros(*shape, r.randint(1, 3))),  # 三维：前两维都对
+                ("weight", uneven),
+                ("rank", lambda r: -1), ("rank", lambda r: bad_int(r, -1)),  # 负数
+                ("rank", lambda r: size), ("rank", lambda r: size + r.randint(1, 1000)),  # 越过 size
+                ("size", lambda r: 0), ("size", lambda r: bad_int(r, 0)),  # 0 或负数
+            ]
+            for key, spoil in kinds:
+                probe_bad_arguments(fn, good, {key: spoil}, rng, name=name, tries=1)
+
+        inter, hidden = size * rng.randint(1, 4), rng.randint(1, 6)
+        x, gate, up, down = random_mlp(gen, rng.randint(1, 3), hidden, inter, torch.float32)
+        good = dict(gate=gate, up=up, rank=rng.randrange(size), size=size)
+        kinds = [
+            ("up", lambda r: torch.zeros(inter + size * r.randint(1, 3), hidden)),  # 行数不同（也能整除）
+            ("up", lambda r: torch.zeros(inter, hidden + r.randint(1, 5))),  # 列数不同
+            ("gate", lambda r: torch.zeros(inter, r.choice([hidden + 1, hidden + r.randint(2, 5)]))),
+            ("rank", lambda r: r.choice([-1, bad_int(r, -1)])),
+            ("rank", lambda r: r.choice([size, size + r.randint(1, 1000)])),
+            ("size", lambda r: r.choice([0, bad_int(r, 0)])),
+        ]
+        for key, spoil in kinds:
+            probe_bad_arguments(gate_up, good, {key: spoil}, rng, name="gate_up_shard", tries=1)
+        # 中间维不能被 size 整除（比中间维还大的 size 也算）
+        uneven_sizes = [s for s in range(2, inter + 5) if inter % s]
+        good = dict(x=x, gate=gate, up=up, down=down, size=size)
+        probe_bad_arguments(tp, good, {"size": uneven_sizes}, rng, name="tp_mlp", tries=2)
+
+
 def run(mod: object) -> None:
     for name in ("column_shard", "row_shard", "gate_up_shard", "rank_mlp", "tp_mlp"):
         require(mod, name)
@@ -299,32 +357,7 @@ def run(mod: object) -> None:
             check_tp_mlp(mod, *random_mlp(gen, tokens, hidden, inter, dtype), size)
     check_tp_mlp(mod, *random_mlp(gen, 3, 576, 1536, torch.float32), 2)
 
-    # ---- 出错的输入
-    w = torch.zeros(6, 4)
-    for fn, args, why in [
-        ("column_shard", (w, 0, 4), "6 行不能被 4 整除"),
-        ("row_shard", (w, 0, 3), "4 列不能被 3 整除"),
-        ("column_shard", (w, 2, 2), "rank 2 不在 [0, 2) 里"),
-        ("row_shard", (w, -1, 2), "rank 是负数"),
-        ("column_shard", (w, 0, 0), "size 是 0"),
-        ("column_shard", (torch.zeros(6), 0, 2), "weight 是一维的"),
-        ("gate_up_shard", (torch.zeros(4, 3), torch.zeros(4, 2), 0, 2), "gate 和 up 形状不同"),
-    ]:
-        shapes = ", ".join(
-            str(tuple(a.shape)) if isinstance(a, torch.Tensor) else str(a) for a in args
-        )
-        check_raises(ValueError, getattr(mod, fn), *args, what=f"{fn}({shapes})（{why}）")
-    x, gate, up, down = random_mlp(gen, 2, 4, 6, torch.float32)
-    check_raises(
-        ValueError,
-        mod.tp_mlp,
-        x,
-        gate,
-        up,
-        down,
-        4,
-        what="tp_mlp(x, gate[6, 4], up[6, 4], down[4, 6], size=4)（中间维 6 不能被 4 整除）",
-    )
+    check_bad_arguments(mod, gen, random.Random(SEED + 1))
 
 
 if __name__ == "__main__":

@@ -14,6 +14,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # 找到 practi
 from judgekit import (
     seed,
     CheckFailed,
+    bad_int,
+    probe_bad_arguments,
     check,
     check_equal,
     check_raises,
@@ -266,6 +268,58 @@ def random_config(rng: random.Random) -> dict:
     return config
 
 
+def check_bad_arguments(mod, rng: random.Random) -> None:
+    """分不了的输入，rank_shapes 和 rank_param_count 都要抛 ValueError：配置和 tp_size 都随机，
+    每次只坏一处。tp_size 就在边界上（0）一次、远一些一次；要整除的那几个数比 tp 的倍数多一个或者少一个；
+    KV 头数随机挑一个既除不尽、也复制不了的。"""
+
+    def shapes(config, tp_size):  # 按位置传参
+        return mod.rank_shapes(config, tp_size)
+
+    def count(config, tp_size):
+        return mod.rank_param_count(config, tp_size)
+
+    for _ in range(2):
+        tp = rng.choice([2, 3, 4, 8])
+        kv = rng.choice([tp * rng.randint(1, 3)] + [d for d in (1, 2, 4) if tp % d == 0])  # 能分或者能复制
+        heads = math.lcm(kv, tp) * rng.randint(1, 2)
+        head_dim = rng.choice([8, 16, 32])
+        config = {
+            "hidden_size": heads * head_dim,
+            "intermediate_size": tp * rng.randint(2, 20),
+            "num_attention_heads": heads,
+            "num_key_value_heads": kv,
+            "num_hidden_layers": rng.randint(1, 4),
+            "vocab_size": rng.randint(50, 500),
+            "model_type": rng.choice(["qwen3", "llama"]),
+        }
+        assert ref_error(config, tp) is None
+
+        def spoiled(**changes):  # 改过的字段排在最前面：判词里截短的 config 也看得见它；config 里没有 head_dim
+            out = {**changes, **{k: v for k, v in config.items() if k not in changes}}
+            assert ref_error(out, tp) is not None, out
+            return out
+
+        def near(r, step):  # step 的倍数多一个或者少一个（step >= 2，所以至少是 1）
+            return step * r.randint(1, 4) + r.choice([1, -1])
+
+        kinds = [
+            ("tp_size", lambda r: 0), ("tp_size", lambda r: bad_int(r, 0)),  # 0 或负数
+            # query 头数不能被 tp 整除（写明了 head_dim，只有这一处不对）
+            ("config", lambda r: spoiled(num_attention_heads=near(r, tp), head_dim=head_dim)),
+            # KV 头既不能被 tp 整除、tp 也不是它的整数倍
+            ("config", lambda r: spoiled(num_key_value_heads=r.choice(
+                [k for k in range(1, 4 * tp + 2) if k % tp and tp % k]))),
+            ("config", lambda r: spoiled(intermediate_size=near(r, tp))),
+            # 没有 head_dim，hidden_size 不能被头数整除
+            ("config", lambda r: spoiled(hidden_size=near(r, heads))),
+        ]
+        good = dict(config=config, tp_size=tp)
+        for key, spoil in kinds:
+            probe_bad_arguments(shapes, good, {key: spoil}, rng, name="rank_shapes", tries=1)
+            probe_bad_arguments(count, good, {key: spoil}, rng, name="rank_param_count", tries=1)
+
+
 def run(mod: object) -> None:
     require(mod, "rank_shapes")
     require(mod, "rank_param_count")
@@ -291,11 +345,7 @@ def run(mod: object) -> None:
     check_config(mod, bare, 3, "没有 num_key_value_heads 和 tie_word_embeddings 的配置")
     # 词表除不尽：补零行，不报错
     check_config(mod, dict(QWEN3_06B, vocab_size=151937), 16, "词表 151937（除不尽）")
-    # tp_size 不合法
-    for tp in (0, -2):
-        check_raises(
-            ValueError, mod.rank_shapes, QWEN3_06B, tp, what=f"rank_shapes(Qwen3-0.6B, {tp})"
-        )
+    check_bad_arguments(mod, random.Random(SEED + 1))
 
     for _ in range(150):
         config = random_config(rng)

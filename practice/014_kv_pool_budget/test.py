@@ -12,7 +12,16 @@ from pathlib import Path
 sys.path.insert(
     0, str(Path(__file__).resolve().parent.parent)
 )  # 找到 practice/judgekit.py
-from judgekit import check_equal, check_raises, check_type, main, require, seed
+from judgekit import (
+    bad_int,
+    check_equal,
+    check_raises,
+    check_type,
+    main,
+    probe_bad_arguments,
+    require,
+    seed,
+)
 
 SEED = seed()  # 每次评测由评测器抽一个，学习者的进程看不到；没通过时判词里有 JUDGE_SEED=… 可以复现
 GiB = 1 << 30
@@ -158,46 +167,80 @@ def check_dtypes(mod) -> None:
         got = mod.dtype_bytes(name)
         check_type(got, int, f"dtype_bytes({name!r}) 的返回值")
         check_equal(got, size, f"dtype_bytes({name!r})")
-    for bad in ("fp32", "bf16", "torch.float32", "int8", "float", "Float32", ""):
-        check_raises(
-            ValueError,
-            mod.dtype_bytes,
-            bad,
-            what=f"dtype_bytes({bad!r})（不认识的名字）",
-        )
-    check_raises(
-        ValueError,
-        mod.kv_bytes_per_token,
-        30,
-        3,
-        64,
-        "bf16",
-        1,
-        what="kv_bytes_per_token(30, 3, 64, 'bf16', 1)（不认识的 dtype 名字）",
-    )
 
 
-def check_bad_sizes(mod) -> None:
-    cases = [
-        ("local_kv_heads", (0, 1), "没有 KV 头"),
-        ("local_kv_heads", (8, 0), "tp_size 是 0"),
-        ("local_kv_heads", (-8, 2), "KV 头数是负数"),
-        ("kv_bytes_per_token", (0, 8, 128, "float32", 1), "num_layers 是 0"),
-        ("kv_bytes_per_token", (28, 8, 0, "float32", 1), "head_dim 是 0"),
-        ("kv_bytes_per_token", (28, 8, -128, "float32", 1), "head_dim 是负数"),
-        ("num_pages", (-1, 28, 8, 128, "float32", 16, 1), "预算是负数"),
-        ("num_pages", (GiB, 28, 8, 128, "float32", 0, 1), "page_size 是 0"),
-        ("num_pages", (GiB, 28, 8, 128, "float32", -16, 1), "page_size 是负数"),
-        (
-            "num_pages",
-            (GiB, 28, 8, 128, "float32", 16, 3),
-            "8 个 KV 头分不给 3 个 rank",
-        ),
-    ]
-    for name, args, why in cases:
-        check_raises(
-            ValueError, getattr(mod, name), *args, what=f"{name}{args}（{why}）"
-        )
+def _known(r: random.Random) -> str:
+    return r.choice(list(REF_SIZES))
+
+
+# 不认识的 dtype 名字，一类一个：缩写、torch. 前缀、别的 dtype、大小写不对、多了空格、空串
+DTYPE_KINDS = [
+    lambda r: r.choice(["fp32", "bf16", "fp16", "fp64", "half", "float", "double"]),
+    lambda r: "torch." + _known(r),
+    lambda r: r.choice(["int8", "int32", "int64", "uint8", "bool", "complex64", "float8_e4m3fn"]),
+    lambda r: r.choice([str.capitalize, str.upper])(_known(r)),
+    lambda r: r.choice(["{} ", " {}", "{}\n"]).format(_known(r)),
+    lambda r: "",
+]
+
+
+def bad_dtype(r: random.Random) -> str:
+    return r.choice(DTYPE_KINDS)(r)
+
+
+def check_bad_arguments(mod, rng: random.Random) -> None:
+    """坏参数：配置随机，每次只坏一个参数；每个下界都查两次：就在边界上一次、远一些一次
+    （只拦一个写死的坏值的代码过不去）；分不了的 KV 头数和 tp_size 随机挑。"""
+
+    def local(num_kv_heads, tp_size):  # 按位置传参
+        return mod.local_kv_heads(num_kv_heads, tp_size)
+
+    def per_token(num_layers, num_kv_heads, head_dim, dtype, tp_size):
+        return mod.kv_bytes_per_token(num_layers, num_kv_heads, head_dim, dtype, tp_size)
+
+    def pages(budget_bytes, num_layers, num_kv_heads, head_dim, dtype, page_size, tp_size):
+        return mod.num_pages(budget_bytes, num_layers, num_kv_heads, head_dim, dtype, page_size, tp_size)
+
+    def size_of(dtype):
+        return mod.dtype_bytes(dtype)
+
+    for spoil in DTYPE_KINDS:
+        probe_bad_arguments(size_of, {}, {"dtype": spoil}, rng, name="dtype_bytes", tries=1)
+    for _ in range(2):
+        heads = rng.choice([1, 2, 3, 4, 6, 8, 12, 16])
+        tp = rng.choice([t for t in (1, 2, 3, 4, 8, 16) if ref_local_heads(heads, t) is not None
+                         and t * heads > 1])  # 1 个头、1 个 rank 没有分不了的配对可挑
+        # 分不了：KV 头比 rank 多却除不尽，或者比 rank 少、rank 数又不是它的倍数
+        unsplit_heads = [h for h in range(2, 4 * tp + 3) if ref_local_heads(h, tp) is None]
+        unsplit_tps = [t for t in range(2, 4 * heads + 3) if ref_local_heads(heads, t) is None]
+        heads_kinds = [
+            ("num_kv_heads", lambda r: 0), ("num_kv_heads", lambda r: bad_int(r, 0)),  # 0 或负数
+            ("tp_size", lambda r: 0), ("tp_size", lambda r: bad_int(r, 0)),
+        ]
+        if unsplit_heads:
+            heads_kinds.append(("num_kv_heads", lambda r: r.choice(unsplit_heads)))
+        if unsplit_tps:
+            heads_kinds.append(("tp_size", lambda r: r.choice(unsplit_tps)))
+        size_kinds = [
+            ("num_layers", lambda r: 0), ("num_layers", lambda r: bad_int(r, 0)),
+            ("head_dim", lambda r: 0), ("head_dim", lambda r: bad_int(r, 0)),
+            ("dtype", bad_dtype),
+        ]
+        good = dict(num_kv_heads=heads, tp_size=tp)
+        for key, spoil in heads_kinds:
+            probe_bad_arguments(local, good, {key: spoil}, rng, name="local_kv_heads", tries=1)
+        good = dict(num_layers=rng.randint(1, 96), num_kv_heads=heads, head_dim=rng.choice([32, 64, 128]),
+                    dtype=rng.choice(list(REF_SIZES)), tp_size=tp)
+        for key, spoil in heads_kinds + size_kinds:
+            probe_bad_arguments(per_token, good, {key: spoil}, rng, name="kv_bytes_per_token", tries=1)
+        good = dict(budget_bytes=rng.choice([0, rng.randint(0, 10**6), rng.randint(0, 80 * GiB)]), **good,
+                    page_size=rng.choice([1, 4, 16, 64]))
+        budget_kinds = [
+            ("budget_bytes", lambda r: -1), ("budget_bytes", lambda r: bad_int(r, -1)),  # 负数
+            ("page_size", lambda r: 0), ("page_size", lambda r: bad_int(r, 0)),
+        ]
+        for key, spoil in heads_kinds + size_kinds + budget_kinds:
+            probe_bad_arguments(pages, good, {key: spoil}, rng, name="num_pages", tries=1)
     # 预算连一页都放不下：0 页，不是错
     got = mod.num_pages(1000, 28, 8, 128, "float32", 1, 1)
     check_equal(
@@ -242,7 +285,7 @@ def run(mod: object) -> None:
         budget = rng.choice([0, rng.randint(0, 10**6), rng.randint(0, 80 * GiB)])
         check_config(mod, layers, heads, head_dim, dtype, tp, budget, page_size)
 
-    check_bad_sizes(mod)
+    check_bad_arguments(mod, random.Random(SEED + 1))
 
 
 if __name__ == "__main__":
