@@ -161,7 +161,7 @@ def check_raises(
         raise CheckFailed(
             f"{what} 应该抛出 {exc_type.__name__}，你的代码抛出的是 {name}: {e}{where}"
         ) from None
-    raise CheckFailed(f"{what} 应该抛出 {exc_type.__name__}，你的代码却正常返回了 {short(result)}")
+    raise CheckFailed(f"{what} 应该抛出 {exc_type.__name__}，你的代码却正常返回了 {_argument(result)}")
 
 
 def probe_bad_arguments(
@@ -182,8 +182,16 @@ def probe_bad_arguments(
         value = bad[key](rng) if callable(bad[key]) else rng.choice(bad[key])
         fresh = {k: copy.deepcopy(v) if type(v) in (list, dict, set, tuple) else v for k, v in good.items()}
         kwargs = {**fresh, key: value}
-        shown = ", ".join(f"{k}={short(v, 60)}" for k, v in kwargs.items())
+        shown = ", ".join(f"{k}={_argument(v)}" for k, v in kwargs.items())
         check_raises(exc_type, fn, what=f"{name}({shown})（{key} 是坏的）", **kwargs)
+
+
+def _argument(value: Any) -> str:
+    """坏参数消息里的一个参数：张量写形状和 dtype（内容截断之后就看不出形状了），别的写成短的一行。"""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Tensor):
+        return f"张量(形状 {tuple(value.shape)}, {str(value.dtype).removeprefix('torch.')})"
+    return short(value, 60)
 
 
 def with_bad_item(rng: Any, items: list[Any], spoil: Callable[[Any, Any], Any]) -> list[Any]:
