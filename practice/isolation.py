@@ -934,7 +934,7 @@ def _mounts() -> list[tuple[str, set[str], str]]:
     return out
 
 
-def confine(work: str, user_ns: bool | None = None) -> str:
+def confine(work: str) -> str:
     """把这个进程（学习者的代码还没开始运行）关进围栏，返回没做到的原因；都做到了返回空字符串。
 
     - 自己的挂载命名空间里，所有挂载点都重新挂成只读，只有 work 是一块新的 tmpfs：
@@ -956,8 +956,7 @@ def confine(work: str, user_ns: bool | None = None) -> str:
         enc = (lambda x: None if x is None else x.encode())
         return libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data))
 
-    if user_ns is None:
-        user_ns = os.geteuid() != 0
+    user_ns = os.geteuid() != 0
     problems = []
     try:
         uid, gid = os.geteuid(), os.getegid()
