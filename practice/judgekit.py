@@ -194,11 +194,26 @@ def _argument(value: Any) -> str:
     return short(value, 60)
 
 
+_next_place: int | None = None  # with_bad_item 下一次把坏元素放在哪：0 开头、1 中间、2 末尾
+
+
 def with_bad_item(rng: Any, items: list[Any], spoil: Callable[[Any, Any], Any]) -> list[Any]:
-    """items 的一份拷贝，其中随机一个位置上的元素换成 spoil(原来的元素, rng)：坏的那一个可以在列表的
-    开头、中间或者末尾，只查第一个 / 最后一个元素的代码过不去。"""
+    """items 的一份拷贝，其中一个位置上的元素换成 spoil(原来的元素, rng)。
+
+    位置轮流取开头、中间（随机一个）、末尾，从哪个开始是随机的：一次评测里连着造三次，三种位置都会
+    出现，只查第一个 / 最后一个元素的代码总会被抓到，不靠运气。"""
+    global _next_place
+    if _next_place is None:
+        _next_place = rng.randrange(3)
+    place, _next_place = _next_place, (_next_place + 1) % 3
     out = list(items)
-    i = rng.randrange(len(out))
+    n = len(out)
+    if place == 0 or n == 1:
+        i = 0
+    elif place == 2:
+        i = n - 1
+    else:
+        i = rng.randrange(1, n - 1) if n > 2 else rng.randrange(n)
     out[i] = spoil(out[i], rng)
     return out
 

@@ -478,6 +478,40 @@ def test_one_engine_per_process():
     second.shutdown()
 
 
+class FakeStream:
+    """假的 CUDA 流：记下它建在哪块设备上。"""
+
+    def __init__(self, device=None) -> None:
+        self.device = device
+
+
+def test_a_cuda_engine_makes_its_own_stream_current_before_building_anything(
+        monkeypatch, clean_global_state):
+    # 没有 GPU 也能验这条路：让 Engine 以为设备是 CUDA，记下它按什么顺序调用 torch.cuda
+    calls = []
+    monkeypatch.setattr(engine_module, "is_cuda", lambda device: True)
+    monkeypatch.setattr(torch.cuda, "set_device", lambda device: calls.append(("set_device", device)))
+
+    def make_stream(device=None):
+        calls.append(("Stream", device))
+        return FakeStream(device)
+
+    monkeypatch.setattr(torch.cuda, "Stream", make_stream)
+    monkeypatch.setattr(torch.cuda, "set_stream", lambda stream: calls.append(("set_stream", stream)))
+    load_model = Engine._load_model
+    monkeypatch.setattr(Engine, "_load_model",
+                        lambda self: calls.append(("load_model",)) or load_model(self))
+    engine = make_engine(tiny_qwen3(), device="cpu")
+    try:
+        # 先定设备，再在这块设备上建流、设成当前流，最后才建模型、池子：它们都排在这条流上
+        assert calls == [("set_device", engine.device), ("Stream", engine.device),
+                         ("set_stream", engine.stream), ("load_model",)]
+        assert isinstance(engine.stream, FakeStream)
+    finally:
+        engine.stream = None
+        engine.shutdown()
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="需要 CUDA")
 def test_the_engine_runs_on_its_own_current_stream():
     engine = make_engine(tiny_qwen3(), device="cuda")

@@ -1,4 +1,7 @@
-"""张量并行的"位置"（info）和"通信"（impl）。第 16 章详细讲；第 2 章的层已经要用到它们。"""
+"""张量并行的"位置"（info：第几个 rank、一共几个）和"通信"（impl：all_reduce、all_gather）。
+
+层在建立时按位置切权重，前向时在需要的地方通信；单卡时位置是 (0, 1)，层根本不调用通信。
+"""
 
 from .impl import DistributedCommunicator, DistributedImpl, TorchDistributedImpl, destroy_distributed
 from .info import DistributedInfo, get_tp_info, local_kv_heads, set_tp_info

@@ -1,7 +1,7 @@
 """注意力层：把合并的 qkv 切开、做 Qwen3 的 q/k 归一化和 RoPE，然后交给注意力后端。
 
 真正的"softmax(QKᵀ)V"不在这里算。它要读写 KV 池、要知道每个请求缓存了多长，
-这些都由注意力后端（第 5 章）负责；层只做"每个 token 自己能完成"的那部分。
+这些都由注意力后端（minisgl.attention）负责；层只做"每个 token 自己能完成"的那部分。
 """
 
 from __future__ import annotations

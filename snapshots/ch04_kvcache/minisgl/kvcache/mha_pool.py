@@ -9,7 +9,7 @@
 - 页只是"连续 page_size 个槽位"的记账单位，池子的形状里不需要有"页"这一维。
 
 张量并行时每个 rank 只存自己那几个 KV 头，个数由 ``local_kv_heads`` 决定，
-与第 2 章 LinearQKVMerged 切 qkv_proj 用的是同一个函数。
+与 LinearQKVMerged 切 qkv_proj 用的是同一个函数：池子里的头和算出来的头一一对应。
 """
 
 from __future__ import annotations

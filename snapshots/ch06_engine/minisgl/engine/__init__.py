@@ -1,4 +1,4 @@
-"""Engine：一次前向加采样。调度器（第 7 章）在它之上决定每一步算哪些请求。"""
+"""Engine：一次前向加采样。调度器在它之上决定每一步算哪些请求、它们的 K/V 放在哪里。"""
 
 from .config import EngineConfig
 from .engine import Engine, ForwardOutput
