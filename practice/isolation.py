@@ -692,6 +692,12 @@ class Peer:
 
     # ---- 请求与应答 ---------------------------------------------------------
 
+    def _write(self, data: bytes) -> None:
+        _write_all(self.wfd, data)
+
+    def _read(self, n: int) -> bytes:
+        return _read_exact(self.rfd, n, self.deadline)
+
     def send(self, message: dict) -> None:
         self.epoch += 1
         message["sync"] = self._sync_out()
@@ -699,16 +705,16 @@ class Peer:
         if self.dropped:
             message["relh"], self.dropped = [h for h in self.dropped if h not in self.proxies], []
         data = json.dumps(message, ensure_ascii=False).encode("utf-8")
-        _write_all(self.wfd, struct.pack(">I", len(data)) + data)
+        self._write(struct.pack(">I", len(data)) + data)
 
     def receive(self) -> dict:
         self.epoch += 1
         self._snapshot_left, self._snapshot_seen = 400, set()
-        (n,) = struct.unpack(">I", _read_exact(self.rfd, 4, self.deadline))
+        (n,) = struct.unpack(">I", self._read(4))
         if n > 1 << 30:
             raise ProtocolError("消息太长")
         try:
-            message = json.loads(_read_exact(self.rfd, n, self.deadline).decode("utf-8"))
+            message = json.loads(self._read(n).decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as e:
             raise ProtocolError(str(e)) from None
         if not isinstance(message, dict):
@@ -869,6 +875,43 @@ class Peer:
         return reply
 
 
+class BridgePeer(Peer):
+    """浏览器里的一端：对面是同一个 Web Worker 里的另一个 Pyodide 解释器（学习者的代码在那边）。
+
+    两个解释器各有各的内存，只能经 JS 交换字节：bridge.put 把字节放进对面的收件箱，bridge.take
+    取走自己收件箱里的。浏览器里没有第二个线程，所以“等对面回答”是让对面处理一条它收件箱里的消息
+    （bridge.pump）：对面处理完，回答就在自己的收件箱里了。对面处理时又来问我们（回调），就是反过来
+    pump 我们的 step——和管道两头的两个进程轮流说话一样，只是轮流写成了函数调用。"""
+
+    def __init__(self, bridge, side: str, *, trusts_other: bool) -> None:
+        super().__init__(-1, -1, side, trusts_other=trusts_other)
+        self.bridge = bridge
+        self.inbox = bytearray()
+
+    def _write(self, data: bytes) -> None:
+        from pyodide.ffi import to_js  # 只在 Pyodide 里有
+
+        self.bridge.put(to_js(data))
+
+    def _read(self, n: int) -> bytes:
+        while len(self.inbox) < n:
+            data = self.bridge.take()
+            if data is not None:
+                self.inbox += data.to_bytes()
+            elif not self.bridge.pump():  # 对面没了，或者它也没有消息可处理：再等也等不来
+                raise ChannelClosed()
+        out = bytes(self.inbox[:n])
+        del self.inbox[:n]
+        return out
+
+    def step(self) -> bool:
+        """处理收件箱里的一条消息（对面等着它的回答）；收件箱是空的就什么都不做，返回 False。"""
+        if not self.inbox and not self.bridge.pending():
+            return False
+        self.handle(self.receive())
+        return True
+
+
 def _traced(fn, args, kwargs):
     """调用 fn，同时记下它做的每一次 torch 运算（函数和张量方法）的名字：返回 (结果, 名字列表)。
 
@@ -1017,20 +1060,16 @@ def _learner_traceback(e: BaseException) -> tuple[str, str]:
 # ---------------------------------------------------------------------------
 
 
-def child_main(rfd: int, wfd: int) -> None:
+def _start_learner(peer: Peer, first: dict, fence) -> None:
+    """收到 load 之后：报告围栏，导入学习者的代码，回答它的句柄（或导入时的异常）。"""
     global LEARNER_FILE
     import types
 
-    peer = Peer(rfd, wfd, CHILD, trusts_other=True)
-    try:
-        first = peer.receive()
-    except ChannelClosed:
-        return
     LEARNER_FILE = str(first["path"])
     if first.get("cwd"):  # 从预热模板 fork 出来的子进程（practice/warm.py）在这里才知道自己的目录和 CPU 上限
         os.chdir(str(first["cwd"]))
     # 学习者的代码运行之前：先告诉对面围栏有没有搭好
-    peer.send({"op": "fence", "reason": confine(os.getcwd())})
+    peer.send({"op": "fence", "reason": fence(os.getcwd())})
     if first.get("cpu"):
         import resource
 
@@ -1053,12 +1092,38 @@ def child_main(rfd: int, wfd: int) -> None:
         reply = {"op": "ret", "value": peer.export(module)}
     except BaseException as e:  # noqa: BLE001
         reply = peer._error_reply(e)
+    peer.send(reply)
+
+
+def child_main(rfd: int, wfd: int) -> None:
+    peer = Peer(rfd, wfd, CHILD, trusts_other=True)
     try:
-        peer.send(reply)
+        _start_learner(peer, peer.receive(), confine)
         while True:
             peer.handle(peer.receive())
     except ChannelClosed:
         return
+
+
+def browser_learner(bridge):
+    """浏览器里学习者那个解释器的入口：返回 step 函数，评测那边每等一次回答，JS 就调用它一次。
+
+    这个解释器里只有这份源码和学习者的代码：test.py、参考答案、随机种子、结论都在另一个解释器里。
+    围栏就是解释器的边界（各有各的内存和文件系统），所以报告的原因是空的。"""
+    peer = BridgePeer(bridge, CHILD, trusts_other=True)
+    started = False
+
+    def step() -> bool:
+        nonlocal started
+        if started:
+            return peer.step()
+        if not bridge.pending():
+            return False
+        started = True
+        _start_learner(peer, peer.receive(), lambda work: "")
+        return True
+
+    return step
 
 
 if __name__ == "__main__":

@@ -319,6 +319,8 @@ def stage(mod: Any, source: str) -> Any:
 def more_processes(mod: Any, n: int) -> list[Any]:
     """同一份被评测的文件再在 n 个新的子进程里各导入一次，返回它们的句柄（每个都是单独的进程，
     就像多个 rank）。评测进程的几个线程各自驱动一个：一个子进程里同时只有一个调用在进行，协议不用管并发。"""
+    if BRIDGE is not None:
+        raise RuntimeError("浏览器里只有一个学习者的解释器：要几个学习者进程的题请用本地的 judge.py 评测")
     if IN_PROCESS or not isinstance(mod, isolation.Proxy):
         return [mod] * n
     first = next(c for c in _CHILDREN if c.module is mod)
@@ -351,7 +353,8 @@ def _load_in_process(path: Path) -> Any:
     return module
 
 
-IN_PROCESS = ""  # 非空：学习者的代码在评测进程里运行（原因；只有浏览器里是这样）
+IN_PROCESS = ""  # 非空：学习者的代码在评测进程里运行（原因；只在没有 judge_bridge 的浏览器里）
+BRIDGE: Any = None  # 浏览器里：通向学习者那个 Pyodide 解释器的 JS 模块（见 docs/assets/practice-worker.js）
 PRELUDE = ""  # 在学习者的进程里、导入学习者的代码之前先执行的源码（见 main 的 prelude）
 
 
@@ -433,20 +436,51 @@ class _WarmChild:
                 os.kill(self.pid, signal.SIGKILL)
 
 
+class _BridgeLearner:
+    """浏览器里学习者的那个解释器，接口和 subprocess.Popen 里用到的几个一样。它“退出”就是它那边抛出了
+    JS 的异常（比如 os._exit）；结束它由网页来做（整个 worker 用过就扔）。"""
+
+    returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None and BRIDGE.dead():
+            self.returncode = 1
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        return self.poll() or 0
+
+    def kill(self) -> None:
+        pass
+
+
 class Child:
-    """学习者的代码所在的子进程，和评测进程之间用 isolation.Peer 说话。"""
+    """学习者的代码所在的子进程（浏览器里是另一个解释器），和评测进程之间用 isolation.Peer 说话。"""
 
     def __init__(self, path: Path, source: str, prelude: str = "") -> None:
+        import tempfile
+
+        self.path, self.source, self.prelude = path, source, prelude
+        self.module: Any = None
+        self.work = tempfile.mkdtemp(prefix="learner-")
+        if BRIDGE is not None:
+            from pyodide.ffi import create_proxy
+
+            self.proc: Any = _BridgeLearner()
+            _CHILDREN.append(self)
+            self.peer = isolation.BridgePeer(BRIDGE, isolation.PARENT, trusts_other=False)
+            BRIDGE.serve(create_proxy(self.peer.step))  # 学习者那边等我们回答回调时，JS 调用它
+            self._load(cwd="", cpu=0)  # 时间限制由网页结束整个 worker 来管
+            return
+        self._start_process()
+
+    def _start_process(self) -> None:
         import resource
         import subprocess
-        import tempfile
         import time
 
         global _WARM_CHILD
-        self.path, self.source, self.prelude = path, source, prelude
-        self.module: Any = None
         limit = _cpu_limit()
-        self.work = tempfile.mkdtemp(prefix="learner-")
         if not _WARM_CHILD:
             to_child_r, to_child_w = os.pipe()
             to_parent_r, to_parent_w = os.pipe()
@@ -486,8 +520,11 @@ class Child:
         # 墙钟时间只是兜底（学习者的代码睡着、等一个永远不来的东西时 CPU 时间不涨）：负载再重也够用
         if limit:
             self.peer.deadline = time.monotonic() + 6 * limit + 10
-        self.peer.send({"op": "load", "path": str(path), "source": source, "prelude": prelude,
-                        "name": "learner_" + re.sub(r"\W", "_", path.stem), "cwd": self.work, "cpu": seconds})
+        self._load(self.work, seconds)
+
+    def _load(self, cwd: str, cpu: int) -> None:
+        self.peer.send({"op": "load", "path": str(self.path), "source": self.source, "prelude": self.prelude,
+                        "name": "learner_" + re.sub(r"\W", "_", self.path.stem), "cwd": cwd, "cpu": cpu})
         # 子进程先回一句围栏（只读的文件系统、没有特权，见 isolation.confine）搭好了没有，再运行学习者的代码
         fence = self.peer.receive()
         if fence.get("op") != "fence":
@@ -782,12 +819,18 @@ def main(run: Callable[[Any], None], prelude: str = "") -> None:
     就算“未通过”）。它和学习者的代码在同一个进程里，只适合“别用现成的某某”这类提示性的检查。
     要多个线程或 asyncio 同时驱动学习者对象的题：每个线程一个子进程（more_processes），
     或者把场景交给学习者进程里的驱动（stage），评测进程只看它交回来的观察。"""
-    global IN_PROCESS, PRELUDE
+    global IN_PROCESS, PRELUDE, BRIDGE
     PRELUDE = prelude
     if sys.platform == "emscripten":
-        # 浏览器里（Pyodide）起不了子进程：学习者的代码和 test.py 同在一个解释器里；
-        # 网页每次评测都换一个新的 worker，上一次改掉的东西（比如打过补丁的标准库模块）带不到下一次
-        IN_PROCESS = "浏览器里没有子进程"
+        # 浏览器里（Pyodide）起不了子进程：学习者的代码在同一个 worker 里的另一个解释器里，
+        # 经网页装进来的 judge_bridge 和这边说话
+        try:
+            import judge_bridge  # type: ignore[import-not-found]
+        except ImportError:  # 没有第二个解释器（旧的 worker）：只好同在一个解释器里，结论里提醒一句
+            IN_PROCESS = "浏览器里没有第二个解释器"
+            FENCE_PROBLEMS.add("浏览器里没有第二个解释器：你的代码和评测在同一个解释器里")
+        else:
+            BRIDGE = judge_bridge
     test_file = Path(sys.modules["__main__"].__file__ or sys.argv[0]).resolve()
     target_arg = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("JUDGE_TARGET")
     if not target_arg:

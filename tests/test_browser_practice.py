@@ -298,3 +298,63 @@ def test_every_stdlib_exercise_is_judged_in_the_browser(page, site_url, ex):
     editor.fill(ex.file("solution.py").read_text(encoding="utf-8"))
     kind, text, _ = run_and_wait(page)
     assert kind == "success" and "通过！" in text, text
+
+
+# 浏览器里的作弊：学习者的代码在另一个 Pyodide 解释器里，和评测只共用一个 JS 世界（realm）。
+# 每一招都冲着这个共用的世界去：要么自己给页面发“通过”，要么改掉评测读结论时要经过的内置对象。
+# 没有一招可以换来“通过”（参考答案也不在网页上），只能判未通过或崩溃
+PASSED = '{"verdict": "passed", "message": "全部检查通过"}'
+
+
+def js_cheat(code: str) -> str:
+    """一份学习者的代码：经 Pyodide 的 js 模块在 worker 的全局作用域里执行 code。"""
+    return "import js\njs.eval(\'\'\'" + code + "\'\'\')\n"
+
+
+BROWSER_CHEATS = {
+    # 直接给页面发一个“通过”：postMessage 只留在 worker 的函数里，全局对象上已经没有了
+    "post_a_verdict": js_cheat(f'postMessage({{type: "verdict", verdict: {PASSED}}})'),
+    # 读 worker 里的变量（评测的解释器、bridge）：它们是函数里的局部变量，全局作用域里没有
+    "read_worker_variables": js_cheat("ready"),
+    # 换掉 JSON.parse，让评测读回来的结论变成“通过”
+    "replace_json_parse": js_cheat(f"JSON.parse = () => ({PASSED})"),
+    # 改写字符：评测解释器交出的结论（Python 的 str）在 JS 里是一个字符一个字符经 String.fromCharCode 拼起来的；
+    # 在 "verdict": " 后面把 failed 换成等长的 passed
+    "rewrite_the_verdict": js_cheat("const fromCharCode = String.fromCharCode;\n"
+                                    "let seen = '', left = 0;\n"
+                                    "String.fromCharCode = function (...codes) {\n"
+                                    "  let out = fromCharCode.apply(String, codes);\n"
+                                    "  if (codes.length === 1) {\n"
+                                    "    if (left > 0) { out = 'passed'[6 - left]; left -= 1; }\n"
+                                    "    seen = (seen + out).slice(-12);\n"
+                                    "    if (seen === '\"verdict\": \"') left = 6;\n"
+                                    "  }\n"
+                                    "  return out;\n"
+                                    "};"),
+    # 找 test.py 和参考答案：学习者的解释器里没有这些文件，__main__ 也不是 test.py
+    "look_for_test_files": "import os, sys\n"
+                           "print(os.listdir('/home/pyodide'))\n"
+                           "print(sys.modules['__main__'].__file__)\n",
+}
+
+
+@pytest.mark.parametrize("name", list(BROWSER_CHEATS))
+def test_the_answer_cannot_reach_the_judge_in_the_browser(page, site_url, name):
+    page.goto(f"{site_url}/practice/{SAMPLE.name}/")
+    page.locator(".practice-editor").fill(BROWSER_CHEATS[name])
+    kind, text, _ = run_and_wait(page)
+    assert kind in ("failure", "danger") and "通过！" not in text, text
+    assert "同一个解释器" not in text  # 评测确实在另一个解释器里（没有退回同一个解释器的做法）
+
+
+def test_the_learners_interpreter_holds_neither_test_nor_reference(page, site_url):
+    """学习者那个解释器里看得到什么：没有评测的文件，没有带文件的评测模块，__main__ 不是 test.py。"""
+    probe = ("import os, sys\n"
+             "seen = sorted(os.listdir('/home/pyodide'))\n"
+             "names = ['judge' + 'kit', 'browser' + '_judge', '__main__']\n"
+             "mods = [m for m in names if getattr(sys.modules.get(m), '__file__', None)]\n"
+             "raise RuntimeError(f'文件 {seen}；带文件的模块 {mods}')\n")
+    page.goto(f"{site_url}/practice/{SAMPLE.name}/")
+    page.locator(".practice-editor").fill(probe)
+    kind, text, _ = run_and_wait(page)
+    assert kind == "danger" and "RuntimeError: 文件 []；带文件的模块 []" in text, text

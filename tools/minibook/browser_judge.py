@@ -4,8 +4,9 @@
 环境变量 JUDGE_TARGET 指向学习者的代码、JUDGE_RESULT 指向结论文件，结论由 practice/judgekit.py
 判定并写成 JSON，这里再读回来。区别只有两点：
 
-- 没有子进程（浏览器里起不了）：学习者的代码和 test.py 同在一个解释器里（judgekit 在 Pyodide 上自动这样做），
-  网页每次评测都用一个新的 worker，上一次的学习者代码改掉的东西带不到下一次；超时由网页结束整个 worker 来处理；
+- 没有子进程（浏览器里起不了）：worker 里另起一个 Pyodide 解释器当“子进程”，学习者的代码在那边，
+  judgekit 经 worker 装进来的 judge_bridge 模块和它说话（协议和本地的管道一样，见 isolation.BridgePeer）；
+  网页每次评测都用一个新的 worker；超时由网页结束整个 worker 来处理；
 - 文件由网页交过来：job = {"root": 目录, "files": {相对路径: 内容}, "test": test.py 的相对路径,
   "target": 学习者代码的相对路径}。文件按仓库里的样子摆（root/judgekit.py、root/004_batch_positions/test.py、
   root/workspace/004_batch_positions.py），于是 test.py 开头那句 sys.path.insert 照样能找到 judgekit。

@@ -75,7 +75,8 @@ EDITOR_STYLE = ("width:100%;min-height:28em;box-sizing:border-box;resize:vertica
 
 def browser_job(ex: Exercise) -> dict:
     """页面里嵌的评测材料：起始代码、test.py、judgekit.py（和它导入的 isolation.py）以及在 Pyodide 里运行它们的
-    browser_judge.py（都按原样）。浏览器里没有子进程，judgekit 在那里让学习者的代码和 test.py 同在一个解释器里。"""
+    browser_judge.py（都按原样）。浏览器里没有子进程：worker 里有两个解释器，学习者的代码在只装了 isolation.py
+    的那一个里，test.py 在另一个里（见 docs/assets/practice-worker.js）。"""
     return {
         "exercise": ex.name,
         "number": ex.number,
