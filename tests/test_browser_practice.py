@@ -7,6 +7,8 @@ test.py、judgekit.py。
 (b) 真浏览器：构建网站，用 http.server 在 127.0.0.1 上提供（file:// 下 worker 和 wasm 都不让用），
     用 playwright 驱动系统里的 Chromium：起始代码 → 未通过，参考答案 → 通过，死循环 → 超时，
     然后新的 worker 再次通过；代码存在 localStorage 里，重置恢复起始代码。
+(c) 浏览器里的边界：学习者的代码在 worker 里另一个 Pyodide 解释器里，那里没有评测的文件；冲着共用的
+    JS 世界去的作弊（自己发结论、读 worker 的变量、改 JSON / String.fromCharCode）都换不来“通过”。
 """
 
 from __future__ import annotations
