@@ -517,7 +517,7 @@ assert firsts == ["aten::mm", "aten::mm"]  # 两边排第一的都是矩阵乘
 #
 # ??? note "深入：剩下那部分，两边各多做了什么"
 #
-#     我们这边：每层经页表把整段 K/V 收集出来（`index_select`，K、V 各一次），`repeat_interleave` 成 q 头数，`store_kv` 按槽位写入；RoPE 每层按 positions 取一次 cos/sin。HF 那边：KV 缓存是连续张量，每步每层 `torch.cat` 追加一格，要把整段缓存拷一遍；`generate` 在 `[16, 49152]` 的 logits 上跑 logits processor（`min_new_tokens` 屏蔽 EOS 的 `where`）。迷你调度器里逐请求的 Python 循环每步不到 1 毫秒。
+#     我们这边：每层经页表把整段 K/V 收集出来（`index_select`，K、V 各一次；GQA 交给 SDPA 的 `enable_gqa`，不复制成 q 头数），`store_kv` 按槽位写入；RoPE 每层按 positions 取一次 cos/sin。HF 那边：KV 缓存是连续张量，每步每层 `torch.cat` 追加一格，要把整段缓存拷一遍；`generate` 在 `[16, 49152]` 的 logits 上跑 logits processor（`min_new_tokens` 屏蔽 EOS 的 `where`）。迷你调度器里逐请求的 Python 循环每步不到 1 毫秒。
 #
 #     所以在 CPU、float32、这么小的模型上，Engine 的价值不在单步更快：请求可以陆续结束、空出的位置能塞进新请求，而 HF 的 `generate` 一批里要么等长、要么左填充，所有序列陪最长的那条跑到底。到了 GPU 上，小批量时每步几百个小内核的发射开销和 CPU 侧的调度时间会占主导，那是重叠调度、按页读 K/V 的注意力内核和 CUDA 图要解决的。
 
