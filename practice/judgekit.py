@@ -458,11 +458,9 @@ class Child:
     """学习者的代码所在的子进程（浏览器里是另一个解释器），和评测进程之间用 isolation.Peer 说话。"""
 
     def __init__(self, path: Path, source: str, prelude: str = "") -> None:
-        import tempfile
-
         self.path, self.source, self.prelude = path, source, prelude
         self.module: Any = None
-        self.work = tempfile.mkdtemp(prefix="learner-")
+        self.work = ""  # 子进程的当前目录（浏览器里没有）
         if BRIDGE is not None:
             from pyodide.ffi import create_proxy
 
@@ -477,10 +475,12 @@ class Child:
     def _start_process(self) -> None:
         import resource
         import subprocess
+        import tempfile
         import time
 
         global _WARM_CHILD
         limit = _cpu_limit()
+        self.work = tempfile.mkdtemp(prefix="learner-")
         if not _WARM_CHILD:
             to_child_r, to_child_w = os.pipe()
             to_parent_r, to_parent_w = os.pipe()
@@ -533,12 +533,6 @@ class Child:
             FENCE_PROBLEMS.add(str(fence["reason"]))
         self.module = self.peer.request_reply()
 
-    def cpu_seconds(self) -> float:
-        import resource
-
-        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-        return usage.ru_utime + usage.ru_stime
-
     def why_gone(self) -> BaseException:
         """子进程没了：是用完了 CPU 时间（超时），还是自己退出 / 崩了。"""
         import signal
@@ -569,7 +563,8 @@ def _close_children() -> None:
     for child in _CHILDREN:
         if child.proc.poll() is None:
             child.kill()
-        shutil.rmtree(child.work, ignore_errors=True)
+        if child.work:
+            shutil.rmtree(child.work, ignore_errors=True)
     _CHILDREN.clear()
 
 

@@ -117,7 +117,9 @@
           status.textContent = "正在评测…";
           started = performance.now();
           clearTimeout(timer); // 加载完了，换成学习者代码的时间限制
-          timer = setTimeout(onTimeout, limit * 1000);
+          // 和本地 judgekit.Child 一样到 2 × 限制 + 2 秒才停下：学习者的解释器还要替评测来回传话，
+          // 每次调用都跨一次解释器，参考答案在这里也要用掉限制的大半
+          timer = setTimeout(onTimeout, (2 * limit + 2) * 1000);
         } else if (message.type === "stdout") {
           output.push(message.line);
           if (output.length > OUTPUT_LINES) output.shift();

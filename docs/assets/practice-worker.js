@@ -104,7 +104,6 @@
     }
     const typedArray = Object.getPrototypeOf(Uint8Array); // 各种 TypedArray 共同的父类：set、subarray 在它上面
     freeze(typedArray);
-    freeze(Object.getPrototypeOf(function () {}));
     freeze(Object.getPrototypeOf(crypto));
     freeze(Object.getPrototypeOf(performance));
     // 学习者的代码不能自己给页面发消息（比如一个伪造的“通过”）：postMessage 只留在上面存下的 post 里

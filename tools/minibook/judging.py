@@ -36,7 +36,8 @@ EXERCISE_FILES = ("problem.md", "starter.py", "solution.py", "test.py")
 DIFFICULTIES = ("简单", "中等", "困难")
 # 每道题的时间限制（秒）。本地算的是学习者代码所在子进程用掉的 CPU 时间（practice/judgekit.py 用
 # RLIMIT_CPU 卡住）：两核机器上再有几个进程抢，CPU 时间也不变，不会因为机器忙而冤枉人；墙钟只兜底
-# （wall_backstop）。网页上算的是从 Pyodide 加载好算起的墙钟时间。test.py 自己 import torch 的时间不算。
+# （wall_backstop）。网页上算的是从 Pyodide 加载好算起的墙钟时间。两处都因为学习者那边还要替评测传话，
+# 到 2 × 限制 + 2 秒才真正停下（judgekit.Child、docs/assets/practice-runner.js）。test.py 自己 import torch 的时间不算。
 # 真要更久的题在清单里写 time_limit = 秒数。
 DEFAULT_TIME_LIMIT = 10
 # test.py 开始评测之前（解释器启动、import torch）最多等多久；超过了不是学习者的错，结论是“崩溃”
