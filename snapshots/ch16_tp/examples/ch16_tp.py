@@ -77,8 +77,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def rank_main(rank: int, size: int, port: int, model_path: str, out) -> None:
-    """一个 rank 的进程：建 LLM（内含 Engine），数通信，记下第一次前向（prefill）的 logits。"""
+def rank_main(rank: int, size: int, port: int, model_path: str, out, reversed_on: int | None) -> None:
+    """一个 rank 的进程：建 LLM（内含 Engine），数通信，记下第一次前向（prefill）的 logits。
+
+    reversed_on：这个 rank 把提示倒过来排（故意让它的批和别的 rank 顺序不同，演示用）。
+    """
     from minisgl.core import SamplingParams
     from minisgl.distributed import DistributedCommunicator, DistributedInfo
     from minisgl.llm import LLM
@@ -101,7 +104,10 @@ def rank_main(rank: int, size: int, port: int, model_path: str, out) -> None:
         return sample(logits, args)
 
     llm.engine.sampler.sample = record_first
-    outs = llm.generate(PROMPTS, SamplingParams(max_tokens=NEW_TOKENS, ignore_eos=True))
+    prompts = PROMPTS[::-1] if rank == reversed_on else PROMPTS
+    outs = llm.generate(prompts, SamplingParams(max_tokens=NEW_TOKENS, ignore_eos=True))
+    if rank == reversed_on:
+        outs = outs[::-1]  # 按原来的提示顺序交回去，方便比较
     layer0 = llm.engine.model.model.layers[0]
     out.put({"rank": rank, "qkv": tuple(layer0.self_attn.qkv_proj.weight.shape),
              "kv_pool": tuple(llm.engine.kv_cache.k_cache(0).shape), "counts": first["counts"],
@@ -110,12 +116,13 @@ def rank_main(rank: int, size: int, port: int, model_path: str, out) -> None:
     llm.shutdown()
 
 
-def run_tp(model_path: str, size: int) -> list[dict]:
+def run_tp(model_path: str, size: int, reversed_on: int | None = None) -> list[dict]:
     """起 size 个 rank 进程，等它们都交回结果（按 rank 排好）。"""
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
     port = free_port()
-    procs = [ctx.Process(target=rank_main, args=(r, size, port, model_path, out)) for r in range(size)]
+    procs = [ctx.Process(target=rank_main, args=(r, size, port, model_path, out, reversed_on))
+             for r in range(size)]
     for p in procs:
         p.start()
     try:

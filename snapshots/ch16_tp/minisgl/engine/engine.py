@@ -304,6 +304,8 @@ class Engine:
         tp, config = self.config.tp_info, self.config
         backend = "nccl" if is_cuda(self.device) else "gloo"
         timeout = timedelta(seconds=config.distributed_timeout)
+        if config.nnodes > 1:
+            _pick_gloo_interface(config.dist_init_addr)
         try:
             dist.init_process_group(backend=backend, init_method=config.dist_init_method,
                                     rank=tp.rank, world_size=tp.size, timeout=timeout)
@@ -360,6 +362,39 @@ def _release_process(engine: Engine) -> bool:
         return False
     _live_engine = None
     return True
+
+
+def _pick_gloo_interface(dist_init_addr: str) -> None:
+    """多机时告诉 gloo 用哪块网卡：通往 rank 0 那台机器的那一块。
+
+    gloo 默认把本机的主机名解析成地址，在那个地址上等别的 rank 连过来。很多机器的 /etc/hosts 把
+    主机名写成 127.0.0.1（Debian/Ubuntu 是 127.0.1.1），别的机器照着这个地址连，连到的是它自己。
+    这里问内核去 dist_init_addr 走哪个本机地址，找出它所在的网卡，设成 GLOO_SOCKET_IFNAME。
+    用户自己设过就照用户的；找不到（例如只有 IPv6）就不设，交给 gloo。
+    """
+    if os.environ.get("GLOO_SOCKET_IFNAME"):
+        return
+    import fcntl
+    import socket
+    import struct
+
+    host, port = dist_init_addr.rsplit(":", 1)
+    siocgifaddr = 0x8915  # ioctl：一块网卡的 IPv4 地址
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect((host, int(port)))  # UDP 的 connect 不发包，只让内核选好路由和本机地址
+            local_ip = s.getsockname()[0]
+            for _, name in socket.if_nameindex():
+                try:
+                    raw = fcntl.ioctl(s.fileno(), siocgifaddr, struct.pack("256s", name.encode()[:15]))
+                except OSError:
+                    continue
+                if socket.inet_ntoa(raw[20:24]) == local_ip:
+                    os.environ["GLOO_SOCKET_IFNAME"] = name
+                    logger.info("gloo 走网卡 %s（%s）；要换就设环境变量 GLOO_SOCKET_IFNAME", name, local_ip)
+                    return
+    except OSError:
+        pass
 
 
 def _share_cores(local_ranks: int) -> None:

@@ -168,7 +168,10 @@ class Scheduler:
         try:
             self.engine.synchronize()  # 等已经发出的前向做完（工作线程上出过错时，这里再抛一次）
             if self.io is not None:
-                self.sync_all_ranks()  # 等所有 rank 都走到这里，再拆进程组
+                # 等所有 rank 都走到这里，再拆进程组。多机时不等：启动器的 SIGTERM 只到得了本机的 rank，
+                # 别的机器上的 rank 要等 rank 0 的会合端口关掉才知道该停（见 server/launch.py）
+                if self.config.nnodes == 1:
+                    self.sync_all_ranks()
                 self.io.stop()
         finally:
             self.engine.shutdown()  # 出了错也要收尾：不然这个进程里再也建不了新的 Engine
