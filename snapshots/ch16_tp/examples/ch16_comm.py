@@ -38,9 +38,9 @@ import torch.multiprocessing as mp
 from minibook import cli
 
 # 载荷大小（字节），对数间隔；其中 256·4 B 是 tiny Qwen3 一个 token 的隐状态，576·4 B 是 SmolLM2 的
-SIZES = [4, 16, 64, 256, 1024, 2304, 4096, 16384, 65536, 262144, 1048576, 4194304]
+SIZES = (4, 16, 64, 256, 1024, 2304, 4096, 16384, 65536, 262144, 1048576, 4194304)
 # all_gather、broadcast 只量几个大小：每个 rank 交出去的字节数
-FEW_SIZES = [4, 2304, 65536, 1048576]
+FEW_SIZES = (4, 2304, 65536, 1048576)
 
 
 # ---------------------------------------------------------------------------- 小工具
@@ -113,16 +113,22 @@ def human_bytes(n: float) -> str:
 # ---------------------------------------------------------------------------- 1. 集合通信的延迟
 
 
-def _time_op(op, repeats: int, warmup: int) -> list[float]:
-    """先预热几次，再计时 repeats 次；每次之前 barrier 一下，让各 rank 同时出发。返回微秒。"""
-    for _ in range(warmup):
-        op()
-    times = []
+def _time_ops(ops: dict, repeats: int, warmup: int) -> dict:
+    """给 {名字: 操作} 里的每个操作计时 repeats 次，返回 {名字: [微秒, ...]}。
+
+    每个先预热几次；之后一轮一轮地量，每轮把所有操作各做一次：机器上别的进程时忙时闲，
+    轮流量让每个操作都赶上差不多的忙闲，曲线的形状才可信。每次之前 barrier 一下，让各 rank 同时出发。
+    """
+    for op in ops.values():
+        for _ in range(warmup):
+            op()
+    times: dict = {name: [] for name in ops}
     for _ in range(repeats):
-        dist.barrier()
-        started = time.perf_counter()
-        op()
-        times.append((time.perf_counter() - started) * 1e6)
+        for name, op in ops.items():
+            dist.barrier()
+            started = time.perf_counter()
+            op()
+            times[name].append((time.perf_counter() - started) * 1e6)
     return times
 
 
@@ -131,30 +137,36 @@ def _latency_worker(rank: int, world: int, port: int, sizes: list[int], few: lis
     torch.set_num_threads(threads)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     gather_into = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
-    out: dict[str, dict[int, list[float]]] = {"all_reduce": {}, "all_gather": {}, "broadcast": {}}
+
+    def all_reduce(x):
+        return lambda: dist.all_reduce(x)
+
+    def all_gather(x):
+        out = x.new_empty(world * x.numel())
+        return lambda: gather_into(out, x)
+
+    def broadcast(x):
+        return lambda: dist.broadcast(x, src=0)
+
+    ops = {("all_reduce", size): all_reduce(torch.ones(size // 4)) for size in sizes}  # float32：4 字节一个
+    for size in few:
+        ops["all_gather", size] = all_gather(torch.ones(size // 4))
+        ops["broadcast", size] = broadcast(torch.ones(size // 4))
     try:
-        for size in sizes:
-            x = torch.ones(size // 4)  # float32：4 字节一个
-            out["all_reduce"][size] = _time_op(lambda: dist.all_reduce(x), repeats, warmup)
-        for size in few:
-            x = torch.ones(size // 4)
-            gathered = x.new_empty(world * x.numel())
-            out["all_gather"][size] = _time_op(lambda: gather_into(gathered, x), repeats, warmup)
-            out["broadcast"][size] = _time_op(lambda: dist.broadcast(x, src=0), repeats, warmup)
+        return _time_ops(ops, repeats, warmup)
     finally:
         dist.destroy_process_group()
-    return out
 
 
-def allreduce_latency(world: int, sizes: list[int] = SIZES, repeats: int = 50, threads: int = 1,
-                      few_sizes: list[int] = FEW_SIZES, warmup: int = 5) -> dict:
+def allreduce_latency(world: int, sizes: tuple[int, ...] = SIZES, repeats: int = 50, threads: int = 1,
+                      few_sizes: tuple[int, ...] = FEW_SIZES, warmup: int = 5) -> dict:
     """world 个进程经 gloo 做集合通信，量每次多少微秒。
 
-    每次计时前先 barrier 让各 rank 对齐；一次操作的耗时取最慢的那个 rank（它决定大家什么时候能往下走），
-    再对 repeats 次取中位数和 p90。返回
+    各种操作、各个大小轮流量（见 _time_ops）；一次操作的耗时取最慢的那个 rank（它决定大家什么时候
+    能往下走），再对 repeats 次取中位数和 p90。返回
 
         {"world", "threads", "repeats", "load_before", "load_after",
-         "all_reduce": [{"bytes", "median_us", "p90_us"}, ...],   # 每个 size 一行
+         "all_reduce": [{"bytes", "median_us", "p90_us", "min_us"}, ...],   # 每个 size 一行
          "all_gather": [...], "broadcast": [...]}                  # few_sizes 的每个一行
     """
     load_before = machine_load()
@@ -163,9 +175,10 @@ def allreduce_latency(world: int, sizes: list[int] = SIZES, repeats: int = 50, t
     result = {"world": world, "threads": threads, "repeats": repeats, "load_before": load_before}
     for name in ("all_reduce", "all_gather", "broadcast"):
         rows = []
-        for size in per_rank[0][name]:
-            slowest = [max(times) for times in zip(*(r[name][size] for r in per_rank))]
-            rows.append({"bytes": size, "median_us": median(slowest), "p90_us": p90(slowest)})
+        for size in sizes if name == "all_reduce" else few_sizes:
+            slowest = [max(times) for times in zip(*(r[name, size] for r in per_rank))]
+            rows.append({"bytes": size, "median_us": median(slowest), "p90_us": p90(slowest),
+                         "min_us": min(slowest)})
         result[name] = rows
     result["load_after"] = machine_load()
     return result
@@ -183,27 +196,37 @@ def latency_at(rows: list[dict], nbytes: int) -> float:
     return pts[-1][1] * nbytes / pts[-1][0]  # 比量过的都大：按带宽线性外推
 
 
+def _cell(row: dict) -> str:
+    return f"{row['median_us']:.0f} / {row['p90_us']:.0f} / {row['min_us']:.0f}"
+
+
 def print_latency(results: list[dict]) -> None:
     print(f"### 1. gloo 集合通信的延迟（127.0.0.1，每个进程 {results[0]['threads']} 个 torch 线程，"
           f"预热后量 {results[0]['repeats']} 次，每次取最慢的 rank）\n")
-    header = ["载荷（float32）"] + [f"world={r['world']} 中位/p90 (µs)" for r in results]
+    header = ["载荷（float32）"] + [f"world={r['world']} 中位/p90/最快 (µs)" for r in results]
     notes = {1024: "← tiny Qwen3 一个 token", 2304: "← SmolLM2 一个 token",
              1048576: "← 70B 批 64 的 bf16 激活"}
     rows = []
     for i, row in enumerate(results[0]["all_reduce"]):
-        cells = [f"{r['all_reduce'][i]['median_us']:.0f} / {r['all_reduce'][i]['p90_us']:.0f}" for r in results]
+        cells = [_cell(r["all_reduce"][i]) for r in results]
         rows.append([human_bytes(row["bytes"]), *cells, notes.get(row["bytes"], "")])
     print("all_reduce：")
     print(table(header + [""], rows))
     for name in ("all_gather", "broadcast"):
         rows = []
         for i, row in enumerate(results[0][name]):
-            cells = [f"{r[name][i]['median_us']:.0f} / {r[name][i]['p90_us']:.0f}" for r in results]
+            cells = [_cell(r[name][i]) for r in results]
             rows.append([human_bytes(row["bytes"]) + ("（每个 rank）" if name == "all_gather" else ""), *cells])
         print(f"\n{name}：")
         print(table(header, rows))
     loads = "，".join(f"world={r['world']} 前 {r['load_before']:.2f} 后 {r['load_after']:.2f}" for r in results)
-    print(f"\n机器负载（1 分钟平均，{os.cpu_count()} 个核）：{loads}\n")
+    print(f"\n机器负载（1 分钟平均，{os.cpu_count()} 个核）：{loads}")
+    print("最快的一次接近机器空闲时的样子；中位数、p90 比它大得多时，是别的进程在抢核："
+          "某个 rank 要等轮到它上 CPU 才能收发")
+    crowded = [str(r["world"]) for r in results if r["world"] > (os.cpu_count() or 1)]
+    if crowded:
+        print(f"world={'、'.join(crowded)} 的进程比核多：一次集合通信要等轮到每个 rank 上 CPU，慢得不成比例")
+    print()
 
 
 # ---------------------------------------------------------------------------- 2. 真引擎里的通信
@@ -313,7 +336,7 @@ def _decode_worker(rank: int, world: int, path: str, port: int, batch_sizes: lis
     return {"rank": rank, "threads": torch.get_num_threads(), "rows": rows}
 
 
-def decode_step_times(model_path: str | Path, tp_sizes: list[int], batch_sizes: list[int] = [1, 8],
+def decode_step_times(model_path: str | Path, tp_sizes: list[int], batch_sizes: tuple[int, ...] = (1, 8),
                       steps: int = 16, threads_per_rank: int | None = None, prompt_len: int = 16,
                       skip: int = 2) -> list[dict]:
     """真引擎（LLM.generate，贪心）在每个 TP 下每步 decode 的时间，以及其中通信占的份额。
@@ -351,18 +374,22 @@ def print_decode(name: str, rows: list[dict], num_layers: int) -> None:
     header = ["TP", "批", "每 rank 线程", "每步 中位/p90 (ms)", "前向 (ms)", "通信 (ms)", "通信占前向",
               "all_reduce/all_gather 每次前向"]
     body = []
-    base = {r["batch"]: r["step_ms"] for r in rows if r["tp"] == 1}
+    base: dict[int, float] = {}  # 同批大小第一行 TP=1 的每步时间
+    for r in rows:
+        if r["tp"] == 1:
+            base.setdefault(r["batch"], r["step_ms"])
     for r in rows:
         shares = r["comm_share"]
         share = f"{shares[0]:.0%}" if len(shares) == 1 else \
             f"{shares[0]:.0%}（各 rank {min(shares):.0%}–{max(shares):.0%}）"
-        vs = f"（×{r['step_ms'] / base[r['batch']]:.2f}）" if r["tp"] > 1 and r["batch"] in base else ""
+        vs = f"（×{r['step_ms'] / base[r['batch']]:.2f}）" if r["step_ms"] != base.get(r["batch"]) else ""
         calls = r["calls_per_forward"]
         body.append([str(r["tp"]), str(r["batch"]), "/".join(map(str, r["threads"])),
                      f"{r['step_ms']:.1f} / {r['step_p90_ms']:.1f}{vs}", f"{r['forward_ms']:.1f}",
                      f"{r['comm_ms']:.1f}", share, f"{calls['all_reduce']} / {calls['all_gather']}"])
     print(table(header, body))
-    print(f"（rank 0 的数字，每组 {rows[0]['steps']} 步 decode；（×k）是相对同批大小 TP=1 的倍数）\n")
+    print(f"（rank 0 的数字，每组 {rows[0]['steps']} 步 decode；（×k）是相对同批大小第一行 TP=1 的倍数。"
+          f"通信时间包括在 all_reduce 里等别的 rank 算完的时间）\n")
 
 
 # ---------------------------------------------------------------------------- 3. 加载权重的内存
@@ -465,7 +492,8 @@ def print_memory(model_path: Path, runs: dict[int, list[dict]]) -> None:
     print(table(header, body))
     print("RssAnon 是进程自己分配的内存（切好的权重张量、KV 池）；RssFile 是 safetensors 读的时候映射进来、"
           "被摸到的文件页，加载完映射就解除了，所以只能在加载过程中采样（每 2 ms 一次）。"
-          "VmHWM 是常驻内存（两者之和）的峰值。\n")
+          "VmHWM 是常驻内存（两者之和）的峰值。文件页是几个 rank 共用的页缓存；TP>1 时每个 rank 摸到的"
+          "文件页多于 1/TP：按输入维切的 o_proj、down_proj 每一行都要读一段，整块矩阵的页都被摸到。\n")
 
 
 # ---------------------------------------------------------------------------- 4. 书里的练习
@@ -502,10 +530,11 @@ def parse_args(argv: list[str] | None):
     parser.add_argument("--repeats", type=int, default=None, metavar="N",
                         help="每个载荷计时几次（默认 50，--quick 时 20）")
     parser.add_argument("--steps", type=int, default=None, metavar="N",
-                        help="每组量几步 decode（默认 16，--quick 时 6）")
+                        help="每组量几步 decode（默认 16，--quick 时 4）")
     args = parser.parse_args(argv)
     args.repeats = args.repeats or (20 if args.quick else 50)
-    args.steps = args.steps or (6 if args.quick else 16)
+    args.steps = args.steps or (4 if args.quick else 16)
+    args.skip = 1 if args.quick else 2  # 每组先跑几步 decode 当预热、不计
     if args.repeats < 1 or args.steps < 1:
         parser.error("--repeats 和 --steps 都必须 ≥ 1")
     return args
@@ -520,14 +549,19 @@ def main(argv: list[str] | None = None) -> int:
     print(f"开始时机器负载 {machine_load():.2f}（1 分钟平均，{os.cpu_count()} 个核）；"
           f"torch {torch.__version__}，gloo，127.0.0.1\n")
 
-    sizes = SIZES if not args.quick else [4, 1024, 2304, 16384, 65536, 1048576, 4194304]
-    few = FEW_SIZES if not args.quick else [2304, 65536]
+    sizes = SIZES if not args.quick else (4, 1024, 2304, 16384, 65536, 1048576, 4194304)
+    few = FEW_SIZES if not args.quick else (2304, 65536)
     latency = {w: allreduce_latency(w, sizes, args.repeats, threads=1, few_sizes=few) for w in (2, 3)}
     print_latency(list(latency.values()))
 
-    print(f"### 2. 真引擎每步 decode（不重叠调度；每组 {args.steps} 步，先跑 2 步当预热）\n")
-    for name, path, tps in (("tiny Qwen3", tiny_qwen3(), [1, 2]), ("SmolLM2-135M", smollm2(), [1, 3])):
-        rows = decode_step_times(path, tps, [1, 8], steps=args.steps)
+    print(f"### 2. 真引擎每步 decode（不重叠调度；每组 {args.steps} 步，先跑 {args.skip} 步当预热）\n")
+    for name, path, tp in (("tiny Qwen3", tiny_qwen3(), 2), ("SmolLM2-135M", smollm2(), 3)):
+        # TP=1 用引擎默认的线程数（用满所有核）；不加 --quick 时再跑一次只用 1 个线程的
+        # （TP>1 时每个 rank 也只有 1 个线程）
+        rows = decode_step_times(path, [1], [1, 8], steps=args.steps, skip=args.skip)
+        if not args.quick:
+            rows += decode_step_times(path, [1], [1, 8], steps=args.steps, skip=args.skip, threads_per_rank=1)
+        rows += decode_step_times(path, [tp], [1, 8], steps=args.steps, skip=args.skip)
         print_decode(name, rows, ModelConfig.from_json(path).num_layers)
     print(f"机器负载 {machine_load():.2f}\n")
 

@@ -27,9 +27,14 @@ class DistributedImpl(ABC):
     def all_gather(self, x: torch.Tensor) -> torch.Tensor:
         """各 rank 的 x 沿第 0 维按 rank 顺序拼起来：[n, ...] → [size * n, ...]。"""
 
-    @abstractmethod
     def broadcast(self, x: torch.Tensor, src: int = 0) -> torch.Tensor:
-        """每个 rank 的 x 都换成 src 那个 rank 的 x（原地）。"""
+        """每个 rank 的 x 都换成 src 那个 rank 的 x（原地）。
+
+        默认借 all_gather 实现：收齐每个 rank 的一份，只留 src 的那份，所以只写了 all_reduce 和
+        all_gather 的插件也能用；多传了 size − 1 份数据，更快的实现覆盖它即可。
+        """
+        gathered = self.all_gather(x.reshape(1, -1))  # [size, x 的元素个数]，按 rank 排
+        return x.copy_(gathered[src].view_as(x))
 
 
 # 收进一个张量的 all_gather：新版 torch 叫 all_gather_single（旧名 all_gather_into_tensor 仍能用，

@@ -77,6 +77,8 @@ class EngineConfig:
         启动器在起任何进程之前调用它；Engine 建层之前也调用（不经过启动器的用法）。
         """
         n = self.tp_info.size
+        if n == 1:  # 一个 rank 什么都不用切（也就不必读 config.json：读不了的交给加载时报）
+            return
         if (problem := tp_split_problem(self.model_config, n)) is not None:
             usable = [k for k in range(1, 65) if tp_split_problem(self.model_config, k) is None]
             raise ValueError(f"--tp-size {n} 切不开这个模型：{problem}"
