@@ -254,6 +254,34 @@ def test_every_rank_takes_rank0s_sampled_token():
     assert got[0]["tokens"] == [single]
 
 
+def test_finished_requests_give_back_their_resources_in_uid_order():
+    """重叠调度时，在途那一批里结束（或取消）的请求要等那一批做完才还资源。还的顺序决定前缀缓存里
+    叶子的时间戳（以后先逐出谁），所以必须每个 rank 都一样：按 uid，而不是按 set 的迭代顺序
+    （对象地址：先建的请求地址小）。这里按打乱的 uid 顺序建请求，在途时全部取消。"""
+    from minisgl.llm import LLM
+
+    llm = LLM(str(QWEN3), num_page_override=512, max_seq_len_override=128, max_running_req=8)
+    released: list[int] = []
+    release = llm._release_req
+    llm._release_req = lambda req: (released.append(req.uid), release(req))[1]
+    uids = [5, 2, 7, 0, 3, 6, 1, 4]
+    tokenizer = load_tokenizer(QWEN3)
+    try:
+        assert llm.overlap, "这个测试要重叠调度：在途的请求等那一批做完再还"
+        for uid, prompt in zip(uids, PROMPTS):
+            llm.add_req(uid, torch.tensor(tokenizer.encode(prompt)), SamplingParams(max_tokens=16))
+        llm.step()  # 发出 prefill，它还在途
+        assert llm.inflight is not None
+        for uid in uids:
+            assert llm.abort_req(uid)
+        assert released == []  # 在途：一个都还不能还
+        while llm.runnable:
+            llm.step()
+    finally:
+        llm.shutdown()
+    assert released == sorted(uids), released
+
+
 # ---------------------------------------------------------------- 出错时：有限的时间内退出
 
 
