@@ -95,7 +95,8 @@ def test_tree_marks_and_collapses(book):
         minisgl/
         ├── __init__.py
         ├── core.py  ← 本章修改
-        ├── distributed/  （1 个文件，不变）
+        ├── distributed/
+        │   └── info.py  ← 第 1 章提前引入，本章讲解
         ├── layers/
         │   └── linear.py  ← 本章新建
         └── utils/  （2 个文件，不变）
@@ -105,6 +106,16 @@ def test_tree_marks_and_collapses(book):
         └── ch02_two.py  ← 本章新建
         """))
     assert "info.py  ← 提前引入（第 2 章讲解）" in C.tree_text(1, chapters)
+
+
+def test_the_chapter_that_explains_an_early_file_says_so(book):
+    """提前引入的文件到了讲解它的那一章：它所在的目录展开，文件旁写明哪一章引入、本章讲解。"""
+    _, chapters = book
+    early = next(e for c in chapters for e in c.early)
+    text = C.tree_text(early.explained_in, chapters)
+    name = early.path.rsplit("/", 1)[-1]
+    assert re.search(rf"{re.escape(name)}  ← (本章修改（)?第 \d+ 章提前引入，本章讲解", text), text
+    assert "本章讲解" not in C.tree_text(early.explained_in - 1, chapters)
 
 
 def test_build_overlays_in_order_and_is_idempotent(book):

@@ -13,7 +13,7 @@ import os
 import shutil
 import tomllib
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .cli import UserError
@@ -172,6 +172,7 @@ class Changes:
     """一章相对上一章的变化。计数只数 minisgl 包里的文件，与书里每章开头的那行一致。"""
     files: dict[str, str]  # 路径 → "new" | "changed" | "early" | ""（不变）
     explained_in: dict[str, int]  # 提前引入的文件 → 讲解它的章
+    explained_here: dict[str, int] = field(default_factory=dict)  # 本章讲解的、早先提前引入的文件 → 引入它的章
 
     def count(self, kind: str | None = None) -> int:
         pkg = {p: k for p, k in self.files.items() if p.startswith(PACKAGE + "/")}
@@ -201,7 +202,9 @@ def changes(number: int, chapters: list[Chapter] | None = None) -> Changes:
             kinds[path] = "changed"
         else:
             kinds[path] = "new"
-    return Changes(kinds, early)
+    explained_here = {e.path: c.number for c in chapters if c.number < number
+                      for e in c.early if e.explained_in == number}
+    return Changes(kinds, early, explained_here)
 
 
 def unchanged_copies(number: int, chapters: list[Chapter] | None = None) -> list[str]:
@@ -334,6 +337,9 @@ def tree_text(number: int, chapters: list[Chapter] | None = None) -> str:
         kind = ch_changes.files[path]
         if kind == "early":
             return f"  ← 提前引入（第 {ch_changes.explained_in[path]} 章讲解）"
+        if path in ch_changes.explained_here:
+            since = f"第 {ch_changes.explained_here[path]} 章提前引入，本章讲解"
+            return f"  {MARKERS[kind]}（{since}）" if kind else f"  ← {since}"
         return f"  {MARKERS[kind]}" if kind else ""
 
     def walk(prefix: str, indent: str) -> None:
@@ -350,7 +356,7 @@ def tree_text(number: int, chapters: list[Chapter] | None = None) -> str:
                 lines.append(f"{indent}{branch}{name}{marker(path)}")
                 continue
             members = [p for p in inside if p.startswith(path)]
-            if any(ch_changes.files[p] for p in members):
+            if any(ch_changes.files[p] or p in ch_changes.explained_here for p in members):
                 lines.append(f"{indent}{branch}{name}")
                 walk(path, indent + ("    " if last else "│   "))
             else:
