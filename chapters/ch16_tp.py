@@ -210,10 +210,11 @@ for i, prompt in enumerate(PROMPTS):
     print(f"{prompt!r:<28} rank 0 的输出与 TP=1 {'相同' if same else '不同'}")
 print(f"prefill 的 logits 与 TP=1 最大差：{abs(swapped[0]['logits'] - base['logits']).max():.1f}")
 assert all(swapped[0]["tokens"][i] != base["tokens"][i] for i in range(len(PROMPTS)))
-assert swapped[0]["tokens"] == swapped[1]["tokens"]  # 两个 rank 加出来的是同一个错的和
+# 每一行两个 rank 加出来的是同一个和，只是 rank 1 把它记在了倒过来的那个请求名下
+assert swapped[1]["tokens"] == swapped[0]["tokens"][::-1]
 
 # %% [markdown]
-# 三个提示的输出全变了，连排在中间的那个也是：prefill 时一批的 token 首尾相接，它前面那个请求的长度在两个 rank 上不同，它的 token 就落在不同的行上。两个 rank 加出来的是同一个错的和，logits 差出几十，没有任何报错。这就是多进程里每一件影响批的事都要在各 rank 上一致的原因。第 14 章让消息一致；本章补上三件：
+# 三个提示的输出全变了，连排在中间的那个也是：prefill 时一批的 token 首尾相接，它前面那个请求的长度在两个 rank 上不同，它的 token 就落在不同的行上。每一行两个 rank 加出来的是同一个和，logits 差出几十；rank 1 还把它记在了另一个请求名下（它的输出正好是 rank 0 的倒序）。没有任何报错。这就是多进程里每一件影响批的事都要在各 rank 上一致的原因。第 14 章让消息一致；本章补上三件：
 #
 # - **KV 池的页数**：各 rank 量空闲内存的时刻不同、同一台机器上别的进程也在用内存，算出的页数就不同，池子紧张时接纳、逐出的请求就不同。`_agree_on_num_pages` 用一次 all_reduce(MIN) 取最小值（同时得到最大值）；同一台机器上的几个 rank 共用一份内存，预算先除以本机的 rank 数。
 # - **随机采样**：各 rank 的 logits 相同，但随机数发生器只要有一次没对齐，抽出的 token 就不同。`_forward_and_sample` 在有随机采样的批上把 rank 0 的 token 广播给所有 rank（上游的 #85 这样提过、没有合并，上游改用相同的种子）。测试故意给两个 rank 不同的种子：token 仍然相同，也与单进程相同。
