@@ -14,7 +14,7 @@
 # %% [markdown]
 # # 第 16 章 张量并行
 #
-# 模型放不进一张卡，或者一张卡的带宽撑不起想要的延迟，就把每一层的权重切开分给几个进程（几张卡）：这就是[张量并行](../glossary.md#tensor-parallel)（TP）。第 2、3 章的层和加载器从一开始就按 `get_tp_info()` 切权重，这一章让它们真的跑在几个进程里，经 [gloo](../glossary.md#gloo) 通信，并补上多进程才有的问题：各 rank 的 KV 池、随机采样、线程、多机、某个 rank 死了。本章的运行证明：TP=2、3、4、16 的输出与单进程、与 Hugging Face 逐 token 相同，每次前向的通信次数正好是 2 × 层数 + 1 次 all-reduce、1 次 all-gather。
+# 模型放不进一张卡，或者一张卡的带宽撑不起想要的延迟，就把每一层的权重切开分给几个进程（几张卡）：这就是[张量并行](../glossary.md#tensor-parallel)（TP）。第 2、3 章的层和加载器早就按 rank 切权重，这一章让它们真的跑在几个进程里，经 [gloo](../glossary.md#gloo) 通信，并补上多进程才有的问题：KV 池、随机采样、线程、多机、死掉的 rank。本章的运行证明：TP=2、3、4、16 的输出与单进程、与 Hugging Face 逐 token 相同，每次前向的通信次数正好是 2 × 层数 + 1 次 all-reduce、1 次 all-gather。
 
 # %% tags=["remove-cell"]
 from textwrap import indent
@@ -47,7 +47,7 @@ def in_fold(md) -> Markdown:
 # %% [markdown]
 # ## 本章要回顾的文件
 #
-# 切权重的代码早就在了：`layers/linear.py`、`layers/embedding.py`（第 2 章）、`models/weight.py` 的 `shard_tensor`（第 3 章），`distributed/` 在第 2 章提前引入、本章讲解。本章修改 `distributed/impl.py`（收进一个张量的 all_gather、broadcast）、`engine/`（进程组、KV 池与线程、以 rank 0 为准的采样）、`models/weight.py`（只读本 rank 的那一份）、`scheduler/`（控制组来自 Engine、按 uid 还资源、多机的转发地址）和 `server/`（多机的旗标、启动前检查 TP 数）。
+# 切权重的代码早就在了：`layers/linear.py`、`layers/embedding.py`（第 2 章）和 `models/weight.py` 的 `shard_tensor`（第 3 章）；`distributed/` 在第 2 章提前引入、本章讲解。本章修改的 9 个文件在树里标了出来：通信插件、Engine 的进程组和 KV 池、只读本 rank 那一份的加载、调度器与启动器。
 
 # %% tags=["remove-input"]
 header()
@@ -188,10 +188,9 @@ run("python examples/ch16_tp.py")
 # 值得注意的地方：
 #
 # - 形状表：q_proj、gate_proj 按输出维减半，o_proj、down_proj 按输入维减半，norm 不切；TP=16 时 k_proj 仍是一个完整的 KV 头（128 行），嵌入是 151936 ÷ 16 = 9496 行。
-# - qkv_proj 的行数随 TP 变少，KV 池每层的 KV 头数也跟着变少：TP=4 时每个 rank 只存 2 个 KV 头，SmolLM2 的 TP=3 每个 rank 1 个。
+# - KV 池每层的 KV 头数随 TP 变少：TP=4 时每个 rank 存 2 个，SmolLM2 的 TP=3 时存 1 个。
 # - 一次前向的 all_reduce 是 2 × 层数 + 1：tiny Qwen3 4 层 9 次，SmolLM2 30 层 61 次；all_gather 1 次；TP=1 一次也不通信。
 # - logits 与 TP=1 差 1e-5 量级（all-reduce 改变了加法的顺序），贪心生成的 token 全部相同。
-# - 线程那一列：每个 rank 用 核数 ÷ 本机 rank 数 个线程，TP=1 用满两个核。
 #
 # ## 各 rank 的批必须一模一样
 #
@@ -218,7 +217,7 @@ assert swapped[1]["tokens"] == swapped[0]["tokens"][::-1]
 #
 # - **KV 池的页数**：各 rank 量空闲内存的时刻不同、同一台机器上别的进程也在用内存，算出的页数就不同，池子紧张时接纳、逐出的请求就不同。`_agree_on_num_pages` 用一次 all_reduce(MIN) 取最小值（同时得到最大值）；同一台机器上的几个 rank 共用一份内存，预算先除以本机的 rank 数。
 # - **随机采样**：各 rank 的 logits 相同，但随机数发生器只要有一次没对齐，抽出的 token 就不同。`_forward_and_sample` 在有随机采样的批上把 rank 0 的 token 广播给所有 rank（上游的 #85 这样提过、没有合并，上游改用相同的种子）。测试故意给两个 rank 不同的种子：token 仍然相同，也与单进程相同。
-# - **还资源的顺序**：结束的请求放在一个 set 里，set 的迭代顺序取决于对象地址，每个进程都不同；还的顺序决定前缀缓存里叶子的时间戳，也就决定了以后先逐出谁。现在按 uid 排序再还。
+# - **还资源的顺序**：决定前缀缓存里叶子的时间戳，也就决定以后先逐出谁。结束的请求放在 set 里，迭代顺序取决于对象地址，每个进程都不同；现在按 uid 排序再还。
 
 # %% tags=["remove-input"]
 listing("minisgl/engine/engine.py", "Engine._agree_on_num_pages")
@@ -232,7 +231,10 @@ listing("minisgl/engine/engine.py", "Engine._agree_on_num_pages")
 listing("minisgl/engine/engine.py", "Engine._init_distributed")
 
 # %% [markdown]
-# 两个组都带超时（默认 60 秒，torch 自己的默认是 30 分钟）：建组时等不齐，或者某个 rank 死了、卡住，别的 rank 在这个时间内报错退出，不会永远卡在通信里。被 kill -9 的 rank 的套接字随进程关闭，其余 rank 在下一次通信时立刻报错；被 SIGSTOP 的 rank 连接还在，要等到超时。测试两种都试了。启动器还在起任何进程之前检查 TP 数切不切得开模型（SmolLM2 的 `--tp-size 2` 是一行中文错误），并让每个 rank 只用 核数 ÷ 本机 rank 数 个线程。
+# 两个组都带超时（默认 60 秒，torch 自己的默认是 30 分钟）：建组时等不齐，或者某个 rank 死了、卡住，别的 rank 在这个时间内报错退出，不会永远卡在通信里。
+#
+# ??? note "深入：死了和卡住不一样；启动之前就能查出的错"
+#     被 kill -9 的 rank 的套接字随进程关闭，其余 rank 在下一次通信时立刻报错；被 SIGSTOP 的 rank 连接还在，要等到超时。测试两种都试了。启动器还在起任何进程之前检查 TP 数切不切得开模型（SmolLM2 的 `--tp-size 2` 是一行中文错误），每个 rank 只用 核数 ÷ 本机 rank 数 个线程（n 个进程各用满所有核，就是 n 倍的线程抢同样的核）。
 #
 # 通信本身在插件里，层只认 `DistributedCommunicator`：
 
@@ -250,11 +252,14 @@ print("有 all_gather_single：", hasattr(dist, "all_gather_single"))
 print("all_gather_into_tensor 的文档：", (dist.all_gather_into_tensor.__doc__ or "").strip().splitlines()[0])
 
 # %% [markdown]
-# `gather_into_one_tensor` 第一次调用时用一个小张量真的试一次：torch 2.13 的 gloo 能直接收进一个张量，旧名字 `all_gather_into_tensor` 会发弃用警告，所以优先用新名字 `all_gather_single`；试不通（旧版本的 gloo）就退回“收进一组张量再拼”。本章的测试检查两个 rank 都走了收进一个张量的路、没有警告。
+# torch 2.13 的 gloo 能把 all_gather 直接收进一个张量，旧名字 `all_gather_into_tensor` 还在，但会发弃用警告，所以优先用新名字 `all_gather_single`。
+#
+# ??? note "深入：旧版本的 torch 怎么办"
+#     `gather_into_one_tensor` 第一次调用时用一个小张量真的试一次（所有 rank 同时试），试不通就以后都退回“收进一组张量再拼”。本章的测试检查两个 rank 都走了收进一个张量的路，而且没有警告。
 #
 # ## 量一量：2 个核上，通信比计算还贵
 #
-# 以上都是“算得对”。快不快要量。`examples/ch16_comm.py` 起真实的 gloo 进程（每个 1 个 torch 线程），先量一次集合通信要多少微秒：
+# `examples/ch16_comm.py` 起真实的 gloo 进程（每个 1 个 torch 线程），先量一次集合通信要多少微秒：
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -297,10 +302,10 @@ print_exercise(latency)
 # %% [markdown]
 # 在这台 2 核的机器上，TP 只是为了算得对，不是为了快：
 #
-# - 通信占了前向的一半以上（TP=2）到八成（TP=3）。引擎里每次通信比上面单独量的还慢，因为它还包括等算得慢的那个 rank 赶上来；TP=3 的 3 个进程挤在 2 个核上。
+# - 通信占了前向的一半以上（TP=2）到八成（TP=3）。引擎里每次通信比单独量的还慢：它包括等慢的 rank 赶上来，TP=3 的 3 个进程还挤在 2 个核上。
 # - 所以 TP>1 每步比 TP=1（同样 1 个线程）慢。每步的通信次数和算出的 token 都与预期一致，这才是这台机器能证明的。
 # - 内存按预期变少：TP=3 每个 rank 自己持有的权重约是整个模型的三分之一；读文件时摸到的页多一些（按输入维切的 o_proj、down_proj 每一行都要读一段），那是几个 rank 共用的页缓存。
-# - 最后几行是练习 1 的答案和它在这里的样子：同样 160 次 all-reduce，NVLink 上不到 1 ms，本机的 gloo 上要几百毫秒。GPU 上 TP 划算，是因为 NVLink 的一次 all-reduce 只要几微秒，而每个 rank 少读的权重省下的时间远多于此。
+# - 最后几行是练习 1 的答案：同样 160 次 all-reduce，NVLink 上不到 1 ms，本机的 gloo 上要几百毫秒。GPU 上 TP 划算，是因为每个 rank 少读的权重省下的时间远多于几微秒一次的通信。
 #
 # ## 多机：同样的命令，换一个 --node-rank
 #
@@ -315,7 +320,10 @@ print_exercise(latency)
 #     --dist-init-addr 10.0.0.1:5000
 # ```
 #
-# 两台机器要有同样的代码和各自的一份模型，在 `--dist-timeout`（默认 60 秒）之内先后启动；防火墙要放行 5000、5001 和 gloo 在两台机器之间随机选的端口。0 号机器停了，1 号机器每秒连一下会合端口（rank 0 进程里的 TCPStore），连不上就带着退出码 1 退出。本章的测试用两个 Linux 网络命名空间当两台机器，一对 veth 连起来，各跑一个 rank：openai 客户端从 0 号机器拿到的回答与 HF 相同，停掉 0 号机器后 1 号机器自己退出，一个进程都不留。
+# 本章的测试用两个 Linux 网络命名空间当两台机器，一对 veth 连起来，各跑一个 rank：openai 客户端从 0 号机器拿到的回答与 HF 相同。
+#
+# ??? note "深入：两台真机器要注意什么；0 号机器停了之后"
+#     两台机器要有同样的代码和各自的一份模型，在 `--dist-timeout`（默认 60 秒）之内先后启动；防火墙要放行 5000、5001 和 gloo 在两台机器之间随机选的端口；自动选的网卡不对时，自己设 `GLOO_SOCKET_IFNAME`（GPU 上还有 `NCCL_SOCKET_IFNAME`）。1 号机器收不到 SIGTERM，也等不来任何消息：它的启动器每秒连一下 0 号机器的会合端口（rank 0 进程里的 TCPStore），连不上就带着退出码 1 退出。测试停掉 0 号机器后检查了这一点，而且两台机器一个进程都不留。
 #
 # ## 与上游的差异
 #
