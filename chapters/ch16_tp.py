@@ -14,7 +14,7 @@
 # %% [markdown]
 # # 第 16 章 张量并行
 #
-# 模型放不进一张卡，或者一张卡的带宽撑不起想要的延迟，就把每一层的权重切开分给几个进程（几张卡）：这就是[张量并行](../glossary.md#tensor-parallel)（TP）。第 2、3 章的层和加载器早就按 rank 切权重，这一章让它们真的跑在几个进程里，经 [gloo](../glossary.md#gloo) 通信，并补上多进程才有的问题：KV 池、随机采样、线程、多机、死掉的 rank。本章的运行证明：TP=2、3、4、16 的输出与单进程、与 Hugging Face 逐 token 相同，每次前向的通信次数正好是 2 × 层数 + 1 次 all-reduce、1 次 all-gather。
+# 模型放不进一张卡，或者一张卡的带宽撑不起想要的延迟，就把每一层的权重切开分给几个进程（几张卡）：这就是[张量并行](../glossary.md#tensor-parallel)（TP）。第 2、3 章的层和加载器早就按 rank 切权重，这一章让它们真的跑在几个进程里，经 [gloo](../glossary.md#gloo) 通信，并处理只有多进程才有的问题：KV 池、随机采样、线程、多机、死掉的 rank。本章的运行证明：TP=2、3、4、16 的输出与单进程、与 Hugging Face 逐 token 相同，每次前向的通信次数正好是 2 × 层数 + 1 次 all-reduce、1 次 all-gather。
 
 # %% tags=["remove-cell"]
 from textwrap import indent
@@ -32,7 +32,7 @@ def in_fold(md) -> Markdown:
 # %% [markdown]
 # ## 自测：能答上来就可以跳过本章
 #
-# 1. 一个 decoder 层做张量并行，要几次 all-reduce？在哪里？
+# 1. 一个 解码层做张量并行，要几次 all-reduce？在哪里？
 # 2. 列并行和行并行各切权重的哪一维？MLP 为什么先列后行？
 # 3. Qwen3-0.6B 有 8 个 KV 头，TP=16 时每个 rank 放哪个 KV 头？
 # 4. 词表并行的嵌入层用 all-reduce，LM head 用 all-gather，为什么不一样？
@@ -71,7 +71,7 @@ tree()
 #
 # ## 一层只通信两次：先列后行
 #
-# 一个 decoder 层有两段“矩阵乘夹着逐元素运算”：注意力（qkv_proj → 注意力 → o_proj）和 MLP（gate_up_proj → SiLU × up → down_proj）。Megatron-LM 的切法：第一个矩阵按输出维切（[列并行](../glossary.md#column-row-parallel)），每个 rank 拿一部分头、一段中间维，后面的注意力和 SiLU × up 各算各的；第二个矩阵按输入维切（行并行），每个 rank 算出完整形状的部分和，一次 [all-reduce](../glossary.md#all-reduce) 加起来。
+# 一个 解码层有两段“矩阵乘夹着逐元素运算”：注意力（qkv_proj → 注意力 → o_proj）和 MLP（gate_up_proj → SiLU × up → down_proj）。Megatron-LM 的切法：第一个矩阵按输出维切（[列并行](../glossary.md#column-row-parallel)），每个 rank 拿一部分头、一段中间维，后面的注意力和 SiLU × up 各算各的；第二个矩阵按输入维切（行并行），每个 rank 算出完整形状的部分和，一次 [all-reduce](../glossary.md#all-reduce) 加起来。
 
 # %% tags=["remove-input"]
 listing("minisgl/layers/linear.py", "LinearQKVMerged")
@@ -80,7 +80,7 @@ listing("minisgl/layers/linear.py", "LinearQKVMerged")
 listing("minisgl/layers/linear.py", "LinearRowParallel")
 
 # %% [markdown]
-# `LinearQKVMerged` 只分配本地的 (本地 q 头 + 2 × 本地 KV 头) × head_dim 行；`LinearRowParallel` 在 all-reduce 之后才加 bias，只加一次。所以每层正好两次通信，别的都在本地算。
+# `LinearQKVMerged` 只分配本地的 (本地 q 头 + 2 × 本地 KV 头) × head_dim 行。o_proj 和 down_proj 都是 `LinearRowParallel`，各 all-reduce 一次，所以每层正好两次通信；bias 放在 all-reduce 之后，只加一次。
 #
 # ## 先切再拼：拼好再切就错了
 #
@@ -117,7 +117,7 @@ for rank in range(2):
 assert (torch.cat([w["q"], w["k"], w["v"]]).chunk(2)[1][: local_q * d] - w["k"]).abs().max() == 0  # rank 1 的“q”其实是 k
 
 # %% [markdown]
-# 先切再拼的误差是 0；拼好再切时只有 rank 0 的 q 碰巧对（q 占了大矩阵的前一半），它的“k”“v”其实是后 8 个 q 头，rank 1 的“q”是全部 k 头。形状都对得上，不会报错，只会算出流畅而错误的 token。流式加载器在读每个张量时就切（`shard_tensor`），凑齐 q、k、v 再拼。
+# 先切再拼的误差是 0；拼好再切时只有 rank 0 的 q 和 rank 1 的 v 碰巧在该在的位置，rank 0 的“k”“v”其实是后 8 个 q 头，rank 1 的“q”是全部 k 头。形状都对得上，不会报错，只会悄悄算出错误的 token。流式加载器在读每个张量时就切（`shard_tensor`），凑齐 q、k、v 再拼。
 #
 # ## 每个 rank 只读自己的那一份
 #
@@ -127,10 +127,10 @@ assert (torch.cat([w["q"], w["k"], w["v"]]).chunk(2)[1][: local_q * d] - w["k"])
 listing("minisgl/models/weight.py", "shard_tensor")
 
 # %% [markdown]
-# main 的第一部分就是用它在 meta 张量上算出的 Qwen3-0.6B 形状表（见下面“运行”）。TP=16 时 k_proj 仍有 128 行：一个完整的 KV 头，两个 rank 各存一份。
+# main 的第一部分就是用它在 meta 张量上算出的 Qwen3-0.6B 形状表（见下面“运行”）。TP=16 时 k_proj 仍有 128 行：一个完整的 KV 头，两个 rank 各存一份，所以 TP 超过 8 以后每个 rank 的 KV 池不再变小。
 #
 # ??? note "深入：CPU 上 get_tensor 本来就不读整个张量"
-#     上游的 #93 说每个 rank 都读完整的张量再切。量了才知道：safetensors 0.8 在 CPU 上的 `get_tensor` 和 `get_slice` 都是对文件的内存映射，切下来、`clone` 的时候才真正读到那几页，所以老写法在 CPU 上也只碰到本 rank 的行（按列切的 o_proj、down_proj 例外：每一行都要碰到）。差别在别的地方：`get_tensor(..., device="cuda")` 或者旧版本的库会把整个张量拷出来。`get_slice` 在哪里都只读切到的那部分，本章的测试用一个记账的文件句柄检查每个 rank 读出的元素个数正好是它留下的那一份。
+#     上游的 #93 说每个 rank 都读完整的张量再切。量了才知道：safetensors 0.8 在 CPU 上的 `get_tensor` 和 `get_slice` 都是对文件的内存映射，切下来、`clone` 的时候才真正读到那几页，所以老写法在 CPU 上也只读本 rank 那几行所在的页（按列切的 o_proj、down_proj 每一行都要读一段；内核还会顺带预读相邻的页）。差别在别的地方：`get_tensor(..., device="cuda")` 或者旧版本的库会把整个张量拷出来。`get_slice` 在哪里都只读切到的那部分，本章的测试用一个记账的文件句柄检查每个 rank 读出的元素个数正好是它留下的那一份。
 #
 # ## 词表并行：嵌入求和，LM head 拼接
 #
@@ -188,7 +188,7 @@ run("python examples/ch16_tp.py")
 # 值得注意的地方：
 #
 # - 形状表：q_proj、gate_proj 按输出维减半，o_proj、down_proj 按输入维减半，norm 不切；TP=16 时 k_proj 仍是一个完整的 KV 头（128 行），嵌入是 151936 ÷ 16 = 9496 行。
-# - KV 池每层的 KV 头数随 TP 变少：TP=4 时每个 rank 存 2 个，SmolLM2 的 TP=3 时存 1 个。
+# - KV 池每层的 KV 头数随 TP 变少：TP=4 时每个 rank 存 2 个，SmolLM2 的 TP=3 时存 1 个（513 是 512 页加 1 个占位页）。
 # - 一次前向的 all_reduce 是 2 × 层数 + 1：tiny Qwen3 4 层 9 次，SmolLM2 30 层 61 次；all_gather 1 次；TP=1 一次也不通信。
 # - logits 与 TP=1 差 1e-5 量级（all-reduce 改变了加法的顺序），贪心生成的 token 全部相同。
 #
@@ -213,10 +213,10 @@ assert all(swapped[0]["tokens"][i] != base["tokens"][i] for i in range(len(PROMP
 assert swapped[1]["tokens"] == swapped[0]["tokens"][::-1]
 
 # %% [markdown]
-# 三个提示的输出全变了，连排在中间的那个也是：prefill 时一批的 token 首尾相接，它前面那个请求的长度在两个 rank 上不同，它的 token 就落在不同的行上。每一行两个 rank 加出来的是同一个和，logits 差出几十；rank 1 还把它记在了另一个请求名下（它的输出正好是 rank 0 的倒序）。没有任何报错。这就是多进程里每一件影响批的事都要在各 rank 上一致的原因。第 14 章让消息一致；本章补上三件：
+# 三个提示的输出全变了，连排在中间的那个也是：prefill 时一批的 token 首尾相接，它前面那个请求的长度在两个 rank 上不同，它的 token 就落在不同的行上。logits 最大差 29.6，而且没有任何报错。这就是多进程里每一件影响批的事都要在各 rank 上一致的原因。第 14 章让消息一致；本章补上三件：
 #
-# - **KV 池的页数**：各 rank 量空闲内存的时刻不同、同一台机器上别的进程也在用内存，算出的页数就不同，池子紧张时接纳、逐出的请求就不同。`_agree_on_num_pages` 用一次 all_reduce(MIN) 取最小值（同时得到最大值）；同一台机器上的几个 rank 共用一份内存，预算先除以本机的 rank 数。
-# - **随机采样**：各 rank 的 logits 相同，但随机数发生器只要有一次没对齐，抽出的 token 就不同。`_forward_and_sample` 在有随机采样的批上把 rank 0 的 token 广播给所有 rank（上游的 #85 这样提过、没有合并，上游改用相同的种子）。测试故意给两个 rank 不同的种子：token 仍然相同，也与单进程相同。
+# - **KV 池的页数**：各 rank 量空闲内存的时刻不同、同一台机器上别的进程也在用内存，算出的页数就不同，池子紧张时接纳、逐出的请求就不同。`_agree_on_num_pages` 用一次 all_reduce(MIN) 取最小值（同时得到最大值）；CPU 上同一台机器的几个 rank 共用一份内存，预算先除以本机的 rank 数。
+# - **随机采样**：各 rank 的 logits 相同，但随机数发生器只要有一次没对齐，抽出的 token 就不同。`_forward_and_sample` 在有随机采样的批上把 rank 0 的 token 广播给所有 rank（上游 #85 提过同样的做法，没有合并；上游靠每个 rank 相同的种子）。测试故意给两个 rank 不同的种子：token 仍然相同，也与单进程相同。
 # - **还资源的顺序**：决定前缀缓存里叶子的时间戳，也就决定以后先逐出谁。结束的请求放在 set 里，迭代顺序取决于对象地址，每个进程都不同；现在按 uid 排序再还。
 
 # %% tags=["remove-input"]
@@ -231,10 +231,10 @@ listing("minisgl/engine/engine.py", "Engine._agree_on_num_pages")
 listing("minisgl/engine/engine.py", "Engine._init_distributed")
 
 # %% [markdown]
-# 两个组都带超时（默认 60 秒，torch 自己的默认是 30 分钟）：建组时等不齐，或者某个 rank 死了、卡住，别的 rank 在这个时间内报错退出，不会永远卡在通信里。
+# 两个组都带超时（默认 60 秒；torch 自己的默认，gloo 是 30 分钟）：建组时等不齐，或者某个 rank 死了、卡住，别的 rank 在这个时间内报错退出，不会永远卡在通信里。
 #
 # ??? note "深入：死了和卡住不一样；启动之前就能查出的错"
-#     被 kill -9 的 rank 的套接字随进程关闭，其余 rank 在下一次通信时立刻报错；被 SIGSTOP 的 rank 连接还在，要等到超时。测试两种都试了。启动器还在起任何进程之前检查 TP 数切不切得开模型（SmolLM2 的 `--tp-size 2` 是一行中文错误），每个 rank 只用 核数 ÷ 本机 rank 数 个线程（n 个进程各用满所有核，就是 n 倍的线程抢同样的核）。
+#     在 gloo 上，被 kill -9 的 rank 的套接字随进程关闭，其余 rank 在下一次通信时立刻报错；被 SIGSTOP 的 rank 连接还在，要等到超时。NCCL 走 NVLink 或共享内存时察觉不到对端已死，两种情况都要等超时。测试两种都试了。启动器还在起任何进程之前检查 TP 数切不切得开模型（SmolLM2 的 `--tp-size 2` 是一行中文错误），每个 rank 只用 核数 ÷ 本机 rank 数 个线程（n 个进程各用满所有核，就是 n 倍的线程抢同样的核）。
 #
 # 通信本身在插件里，层只认 `DistributedCommunicator`：
 
@@ -252,7 +252,7 @@ print("有 all_gather_single：", hasattr(dist, "all_gather_single"))
 print("all_gather_into_tensor 的文档：", (dist.all_gather_into_tensor.__doc__ or "").strip().splitlines()[0])
 
 # %% [markdown]
-# torch 2.13 的 gloo 能把 all_gather 直接收进一个张量，旧名字 `all_gather_into_tensor` 还在，但会发弃用警告，所以优先用新名字 `all_gather_single`。
+# 装着的 torch 有新名字 `all_gather_single`，旧名字 `all_gather_into_tensor` 调用时会发弃用警告，所以优先用新名字；gloo 真能收进一个张量，由本章的测试检查。
 #
 # ??? note "深入：旧版本的 torch 怎么办"
 #     `gather_into_one_tensor` 第一次调用时用一个小张量真的试一次（所有 rank 同时试），试不通就以后都退回“收进一组张量再拼”。本章的测试检查两个 rank 都走了收进一个张量的路，而且没有警告。
@@ -283,7 +283,7 @@ plt.legend()
 plt.show()
 
 # %% [markdown]
-# 小数据时一次 all-reduce 约半毫秒，几乎不随数据量变：花的是进程之间的往返和唤醒，不是搬数据；到 1 MiB 以上才开始按带宽增长。3 个 rank 比核多，要轮流上 CPU，更慢。再把真引擎放进来：不重叠调度，每一步 decode 的时间和其中花在通信里的时间（通信插件外面再包一层计时，正是换通信库的那个口子）：
+# 2 个 rank、小数据时一次 all-reduce 的中位数不到 1 ms，几乎不随数据量变：花的是进程之间的往返和唤醒，不是搬数据；过了几百 KiB 才开始按带宽增长。3 个 rank 比核多，要轮流上 CPU，更慢。再把真引擎放进来，关掉重叠调度，量每一步 decode 的时间和其中花在通信上的时间（计时包在通信插件外面，也就是换通信库时替换的那一层）：
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -304,12 +304,12 @@ print_exercise(latency)
 #
 # - 通信占了前向的一半以上（TP=2）到八成（TP=3）。引擎里每次通信比单独量的还慢：它包括等慢的 rank 赶上来，TP=3 的 3 个进程还挤在 2 个核上。
 # - 所以 TP>1 每步比 TP=1（同样 1 个线程）慢。每步的通信次数和算出的 token 都与预期一致，这才是这台机器能证明的。
-# - 内存按预期变少：TP=3 每个 rank 自己持有的权重约是整个模型的三分之一；读文件时摸到的页多一些（按输入维切的 o_proj、down_proj 每一行都要读一段），那是几个 rank 共用的页缓存。
-# - 最后几行是练习 1 的答案：同样 160 次 all-reduce，NVLink 上不到 1 ms，本机的 gloo 上要几百毫秒。GPU 上 TP 划算，是因为每个 rank 少读的权重省下的时间远多于几微秒一次的通信。
+# - 内存按预期变少：TP=3 每个 rank 自己持有的权重约是整个模型的三分之一；读文件时摸到的文件页远多于它那一份，那是几个 rank 共用的页缓存，不占各自的内存。
+# - 最后几行是练习 1 的答案（先做练习再看）：同样 160 次 all-reduce，NVLink 上光带宽时间就是 0.65 ms，本机的 gloo 上要几百毫秒。GPU 上 TP 划算，是因为每个 rank 少读的权重省下的时间远多于几微秒一次的通信。
 #
 # ## 多机：同样的命令，换一个 --node-rank
 #
-# [多机张量并行](../glossary.md#multi-node-tp)的启动器收 SGLang 的三个旗标：`--nnodes`、`--node-rank`、`--dist-init-addr`。每台机器跑同一条命令，只有 `--node-rank` 不同；0 号机器跑 API server、tokenizer 进程和本机的 rank，其他机器只跑本机的 rank。rank 0 转发消息的 PUB 套接字从 IPC 文件换成 `dist-init-addr` 的端口 + 1；gloo 要知道走哪块网卡（很多机器把主机名解析成 127.0.0.1），Engine 问内核去 rank 0 那台机器走哪个本机地址，设成 `GLOO_SOCKET_IFNAME`。
+# [多机张量并行](../glossary.md#multi-node-tp)的启动器收 SGLang 的三个命令行参数：`--nnodes`、`--node-rank`、`--dist-init-addr`。每台机器跑同一条命令，只有 `--node-rank` 不同；0 号机器跑 API server、tokenizer 进程和本机的 rank，其他机器只跑本机的 rank。
 #
 # ```bash
 # # 机器 A（10.0.0.1，0 号：API server、tokenizer 进程和 rank 0）
@@ -322,7 +322,9 @@ print_exercise(latency)
 #
 # 本章的测试用两个 Linux 网络命名空间当两台机器，一对 veth 连起来，各跑一个 rank：openai 客户端从 0 号机器拿到的回答与 HF 相同。
 #
-# ??? note "深入：两台真机器要注意什么；0 号机器停了之后"
+# ??? note "深入：多机时改了哪两处；两台真机器要注意什么；0 号机器停了之后"
+#     rank 0 转发消息的 PUB 套接字从 IPC 文件换成 `dist-init-addr` 的端口 + 1；gloo 要知道走哪块网卡（很多机器把主机名解析成 127.0.0.1），Engine 问内核去 rank 0 那台机器走哪个本机地址，把这个地址所在的网卡名设成 `GLOO_SOCKET_IFNAME`。
+#
 #     两台机器要有同样的代码和各自的一份模型，在 `--dist-timeout`（默认 60 秒）之内先后启动；防火墙要放行 5000、5001 和 gloo 在两台机器之间随机选的端口；自动选的网卡不对时，自己设 `GLOO_SOCKET_IFNAME`（GPU 上还有 `NCCL_SOCKET_IFNAME`）。1 号机器收不到 SIGTERM，也等不来任何消息：它的启动器每秒连一下 0 号机器的会合端口（rank 0 进程里的 TCPStore），连不上就带着退出码 1 退出。测试停掉 0 号机器后检查了这一点，而且两台机器一个进程都不留。
 #
 # ## 与上游的差异
@@ -331,8 +333,8 @@ print_exercise(latency)
 #
 # - 我们有随机采样时由 rank 0 广播 token，上游靠每个 rank 相同的 `torch.manual_seed(42)`，因为种子相同不保证随机数发生器在每个 rank 上走得一样。`python/minisgl/engine/engine.py` · `Engine.__init__`
 # - 我们在 all-reduce 之后加 bias，上游在之前加（TP 个 rank 各加一次），因为 bias 只该加一次；上游的模型都不带 bias，所以没出过错。`python/minisgl/layers/linear.py` · `LinearRowParallel`
-# - 我们只有 torch.distributed 一种通信，上游在 GPU 上默认用自己编译的 PyNCCL 插件（预先分配通信缓冲区），因为它要 GPU 才能跑；插件接口一样，追加到 `plugins` 就能换。`python/minisgl/distributed/impl.py` · `enable_pynccl_distributed`
-# - 我们支持多机（`--nnodes`），上游的会合地址写死在 127.0.0.1，因为 TP 的通信量在多机时才看得出代价。`python/minisgl/server/launch.py` · `launch_server`
+# - 我们只有 torch.distributed 一种通信，上游在 GPU 上默认用自己编译的 PyNCCL 插件（预先分配通信缓冲区），因为 PyNCCL 要 GPU 和编译好的扩展，本书的 CPU 环境跑不了；插件接口一样，追加到 `plugins` 就能换。`python/minisgl/distributed/impl.py` · `enable_pynccl_distributed`
+# - 我们支持多机（`--nnodes`），上游的会合地址写死在 127.0.0.1，因为多机只多出会合地址和网卡两件事，值得让读者看到。`python/minisgl/engine/config.py` · `EngineConfig.distributed_addr`
 #
 # ## 官方实现
 #
@@ -346,7 +348,7 @@ print_exercise(latency)
 #
 # ## 测试
 #
-# 本章的测试在 `tests/test_ch16_tp.py`，每个 rank 都是真实的进程：批大小 1、3、8 的贪心输出与 HF 相同（拼接写错的 LM head 在 3 和 8 时被抓住），TP=16 复制 KV 头也与 HF 相同；KV 页数一致、线程平分、rank 0 的采样为准；少一个 rank、死一个 rank、卡住一个 rank 都在有限时间内报错；加载只读本 rank 的那一份；TP=2、4（tiny Qwen3）、3（SmolLM2）的服务器经官方 openai 客户端与 HF 相同，rank 1 被杀时服务器干净地退出；两个网络命名空间里的多机 TP。死一个 rank 的那个：
+# 本章的测试在 `tests/test_ch16_tp.py`，每个 rank 都是真实的进程，上面每一条都有：与 HF 相同（批大小 1、3、8，TP=16，服务器的 TP=2、3、4，两个网络命名空间里的多机）；各 rank 一致（KV 页数、线程、采样、还资源的顺序）；出错时在有限时间内退出；加载只读自己那一份。两个跳过的是带种子的采样测试，只在 TP=2 上跑。死一个 rank 的那个：
 
 # %% tags=["remove-input"]
 listing("tests/test_ch16_tp.py", "test_when_a_rank_dies_or_hangs_the_others_exit_in_bounded_time")
@@ -369,7 +371,7 @@ run("python -m pytest -q --color=no tests/test_ch16_tp.py")
 # ??? success "参考答案"
 #
 #     1. [64, 8192] 个 bf16 是 1 MiB；ring all-reduce 每个 rank 发约 2 × 7/8 × 1 MiB ≈ 1.75 MiB，约 4 µs 的带宽时间，加上每次几微秒的启动延迟。每步 80 × 2 = 160 次（嵌入层再 1 次），合计约 1～2 ms：小批量时固定延迟占大头，所以 decode 的 TP 不宜太大。
-#     2. `EngineConfig.check_tp_split`：启动器在起进程之前就报“query 头有 14 个，不能平均分给 4 个 rank”。办法：只用能整除的 TP（1、2、7、14）；或者补出空的 q 头（权重填 0、o_proj 对应的列也填 0）凑成 16 个。
+#     2. `EngineConfig.check_tp_split`：启动器在起进程之前就报“query 头有 14 个，不能平均分给 4 个 rank”，并列出能用的 TP 数 1、2。办法：只用这两个；或者在每组 7 个 q 头后面各补 1 个空头（权重和 o_proj 对应的列填 0），凑成 16 个，GQA 的分组不变。
 #     3. rank 0 用 `ncclGetUniqueId` 生成 id，经 gloo 控制组广播；各 rank `ncclCommInitRank`；all_reduce 调 `ncclAllReduce`，传当前的 CUDA 流。上游的 `kernel/pynccl.py` 和 SGLang 的 `pynccl_wrapper.py` 都这样做。
 #
 # ### 本章的判题练习
