@@ -19,7 +19,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -29,7 +28,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.multiprocessing as mp
-from test_ch15_server import Server, descendants, start_server, stop_server, wait_until_gone
+from test_ch15_server import Server, descendants, free_port, start_server, stop_server, wait_until_gone
 
 from minibook.hf import hf_greedy
 from minibook.models import smollm2, tiny_qwen3
@@ -42,12 +41,6 @@ PROMPTS = ["The capital of France is", "Once upon a time", "def fibonacci(n):", 
            "The quick brown fox", "Water boils at", "My favourite colour is", "import numpy as np"]
 NEW = 8
 DEADLINE = 300.0  # 秒：只防挂死，不是计时断言
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 _HF: dict[tuple, list[int]] = {}

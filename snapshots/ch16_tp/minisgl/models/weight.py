@@ -53,7 +53,7 @@ def shard_tensor(
     module = _module_name(key)
     shape = _shape(value)
     if size == 1:
-        return _own(value[:])
+        return value[:]  # 不切：原样交出，不拷贝（CPU 上就是文件的内存映射）
     if module in _SPLIT_ROWS:
         _check(key, shape[0], size)
         rows = shape[0] // size
@@ -77,7 +77,7 @@ def shard_tensor(
             pad = piece.new_zeros(rows - piece.shape[0], *piece.shape[1:])
             piece = torch.cat([piece, pad], dim=0)
         return _own(piece)
-    return _own(value[:])  # 归一化层的权重、行并行层的 bias 等：每个 rank 都存完整的一份
+    return value[:]  # 归一化层的权重、行并行层的 bias 等：每个 rank 都存完整的一份，不拷贝
 
 
 def _shape(value: torch.Tensor | Sliceable) -> list[int]:
