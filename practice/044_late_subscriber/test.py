@@ -1,6 +1,8 @@
 """练习 044 的评测：线程扮演 2–4 个 rank，每个订阅端在随机的时刻（有一次晚到 1.5 秒）才生效，
-生效之前发出的帧直接丢掉，生效之后的帧过 0.5–4 ms（有时 10–30 ms）才送到（顺序不变）。握手之后 rank 0 发 20 条
-真消息，每个 rank 都要一条不少、按顺序收到；握手要在最后一个订阅生效之后不久就返回（不靠久睡）。
+生效之前发出的帧直接丢掉，生效之后的帧按顺序送到，而且按最坏情况送：一帧要等到下一帧也发出了
+（或者等满 30–120 ms）才上路，再过 0.5–4 ms（有时 10–30 ms）送到。于是听到探针的那一刻，总还有一帧在路上——
+“只读掉已经到了的”不能碰运气过关。握手之后 rank 0 发 20 条真消息，每个 rank 都要一条不少、按顺序收到；
+握手要在最后一个订阅生效之后不久就返回（不靠久睡）。
 
 每个 rank 的 handshake 在它自己的子进程里（more_processes：就像真的多个 rank 进程），由评测进程的一个
 线程驱动；pub、sub、all_reduce_min 都在评测进程里，你的代码调用它们就是跨进程的回调。
@@ -31,30 +33,34 @@ class Stuck(Exception):
 
 
 class Sub:
-    """订阅端：join_at 之前发出的帧丢掉（订阅还没生效），之后的过一小段随机延迟按顺序送达。"""
+    """订阅端：join_at 之前发出的帧丢掉（订阅还没生效）；之后的帧按顺序、按最坏情况送达（见模块说明）。"""
 
     def __init__(self, join_at: float, rng: random.Random) -> None:
         self.join_at, self.rng, self.frames = join_at, rng, collections.deque()
         self.cond = threading.Condition()
-        self.dropped, self.last_due = 0, 0.0
-        self.in_flight: queue.Queue = queue.Queue()
+        self.dropped = 0
+        self.pending: collections.deque = collections.deque()  # (发出的时刻, 帧)，还没上路
         threading.Thread(target=self._deliver, daemon=True).start()
 
     def offer(self, frame: bytes) -> None:
         with self.cond:
-            now = time.perf_counter()
-            if now < self.join_at:
+            if time.perf_counter() < self.join_at:
                 self.dropped += 1
                 return
-            # 在路上的时间：多半几毫秒，有时几十毫秒——“看一眼已经到了的就算读完”的代码不能碰运气过关
-            delay = self.rng.uniform(0.0005, 0.004) if self.rng.random() < 0.7 else self.rng.uniform(0.01, 0.03)
-            self.last_due = max(self.last_due, now + delay)
-            self.in_flight.put((self.last_due, frame))
+            self.pending.append((time.perf_counter(), frame))
+            self.cond.notify_all()
 
-    def _deliver(self) -> None:  # 按发出的顺序，到点才放出来
+    def _deliver(self) -> None:  # 一帧一帧按发出的顺序放出来
         while True:
-            due, frame = self.in_flight.get()
-            time.sleep(max(0.0, due - time.perf_counter()))
+            with self.cond:
+                self.cond.wait_for(lambda: self.pending)
+                sent, frame = self.pending[0]
+                hold = self.rng.uniform(0.03, 0.12)
+                # 最坏情况：下一帧发出之前，这一帧一直压着（最多 hold 秒，保证总能送到）
+                self.cond.wait_for(lambda: len(self.pending) > 1, timeout=max(0.0, sent + hold - time.perf_counter()))
+                self.pending.popleft()
+                delay = self.rng.uniform(0.0005, 0.004) if self.rng.random() < 0.7 else self.rng.uniform(0.01, 0.03)
+            time.sleep(delay)
             with self.cond:
                 self.frames.append(frame)
                 self.cond.notify_all()
