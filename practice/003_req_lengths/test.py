@@ -167,11 +167,11 @@ def run(mod: object) -> None:
     # 先走几个好懂的：没有缓存、命中一部分、只生成一个
     for prompt_len, cached0, output_len in [(5, 0, 3), (5, 2, 3), (1, 0, 1), (4, 3, 1)]:
         check_one_life(ReqState, rng, prompt_len, cached0, output_len)
-    # 再走一大批随机的
-    for _ in range(300):
+    # 再走一批随机的（每次评测的种子都不同；每读一次属性都要跨一次进程，40 个就够覆盖各种组合）
+    for _ in range(40):
         prompt_len = rng.randint(1, 64)
         cached0 = rng.choice([0, rng.randrange(prompt_len)])
-        output_len = rng.randint(1, 24)
+        output_len = rng.randint(1, 16)
         check_one_life(ReqState, rng, prompt_len, cached0, output_len)
 
 

@@ -35,7 +35,7 @@ def cut(rng: random.Random, data: bytes) -> list[bytes]:
     mode = rng.choice(["ones", "small", "large", "whole"])
     if mode == "ones" and len(data) > 600:  # 1 字节一块只用在短的数据上：每一块都要跨一次进程
         mode = "small"
-    if mode == "small" and len(data) > 20_000:
+    if mode == "small" and len(data) > 3000:  # 几字节一块也只用在不太长的数据上：块数决定跨进程的次数
         mode = "large"
     if mode == "whole":
         return [data]

@@ -90,7 +90,7 @@ def run(mod: object) -> None:
         check_equal(out, want, f"题目例子里 feed({chunk!r}) 交出的事件")
 
     rng = random.Random(SEED)
-    for trial in range(150):
+    for trial in range(60):  # 每次评测的种子都不同；每次 feed 都跨一次进程
         payloads = [random_payload(rng) for _ in range(rng.randint(0, 6 if trial % 10 else 30))]
         for payload in payloads:
             if isinstance(payload, str) and payload != "[DONE]":
