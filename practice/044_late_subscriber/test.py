@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import collections
-import queue
 import random
 import sys
 import threading
@@ -38,15 +37,13 @@ class Sub:
     def __init__(self, join_at: float, rng: random.Random) -> None:
         self.join_at, self.rng, self.frames = join_at, rng, collections.deque()
         self.cond = threading.Condition()
-        self.dropped = 0
         self.pending: collections.deque = collections.deque()  # (发出的时刻, 帧)，还没上路
         threading.Thread(target=self._deliver, daemon=True).start()
 
     def offer(self, frame: bytes) -> None:
         with self.cond:
             if time.perf_counter() < self.join_at:
-                self.dropped += 1
-                return
+                return  # 订阅还没生效：这一帧丢了
             self.pending.append((time.perf_counter(), frame))
             self.cond.notify_all()
 
