@@ -92,7 +92,9 @@ def run(command: str, timeout: float = 900) -> None:
                           timeout=timeout, env=env)
     print(proc.stdout, end="")
     if proc.returncode != 0:
-        raise RuntimeError(f"命令失败（退出码 {proc.returncode}）：{command}\n{proc.stderr[-3000:]}")
+        # 输出的末尾也放进异常：nbval 报失败时只给异常，不给单元已经打印的东西
+        raise RuntimeError(f"命令失败（退出码 {proc.returncode}）：{command}\n"
+                           f"--- 标准输出末尾 ---\n{proc.stdout[-4000:]}\n--- 标准错误末尾 ---\n{proc.stderr[-3000:]}")
     _outputs[command] = proc.stdout
 
 
