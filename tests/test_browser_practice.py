@@ -94,10 +94,13 @@ def harness_verdict(ex, code: str, tmp_path: Path, seed: int) -> dict:
     job["seed"] = seed
     job["root"] = str(tmp_path / "practice")
     job["files"] = {**job["files"], job["target"]: code}
-    tmp_path.mkdir(parents=True, exist_ok=True)
+    scratch = tmp_path / "tmpdir"  # 评测用的临时目录建在这里：评测完应当一个不剩
+    scratch.mkdir(parents=True, exist_ok=True)
     proc = subprocess.run([sys.executable, "-m", "minibook.browser_judge"], input=json.dumps(job),
-                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                          env={**os.environ, "TMPDIR": str(scratch)})
     assert proc.returncode == 0, proc.stderr
+    assert list(scratch.iterdir()) == [], "评测留下了临时目录"
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 

@@ -23,6 +23,7 @@ import io
 import json
 import os
 import runpy
+import shutil
 import sys
 import tempfile
 import traceback
@@ -74,6 +75,8 @@ def judge_in_browser(job_json: str) -> str:
         lines = stderr.getvalue().rstrip().splitlines()
         result = {"verdict": "crash", "message": "评测没有给出结论。你的代码是不是调用了 os._exit？",
                   "detail": "\n".join(lines[-15:])}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)  # 在 CPython 里跑（测试里）时不留下临时目录
     return json.dumps(result, ensure_ascii=False)
 
 
