@@ -421,7 +421,7 @@ assert get_rope(8, 8, 256, 10000.0) is small.layers[1].self_attn._attn._rotary
 #
 # ??? note "深入：meta 上下文与 RoPE 表的大小"
 #
-#     那张表为什么写明 `device="cpu"`？模型是在 `with torch.device("meta"):` 里建的，这个上下文会把所有**没指定设备**的张量都建到 meta 上。权重建在 meta 上没关系，稍后会被文件里的真权重换掉；可 cos/sin 表是算出来的，不会从任何文件加载——它要是也建在 meta 上，就永远只有形状没有数。所以它显式在 CPU 上、用 float32 算好，第一次前向时发现 q 在别的设备上（比如 GPU），就整张表搬过去一次。表用下划线开头，不进 `state_dict`；`get_rope` 用 `lru_cache` 缓存，同样参数的表全模型只算一份，所有层共用。
+#     那张表为什么写明 `device="cpu"`？模型是在 `with torch.device("meta"):` 里建的，这个上下文会把所有**没指定设备**的张量都建到 meta 上。权重建在 meta 上没关系，稍后会被文件里的真权重换掉；可 cos/sin 表是算出来的，不会从任何文件加载——它要是也建在 meta 上，就永远只有形状没有数。所以它显式在 CPU 上、用 float32 算好。它不随 `load_state_dict` 上卡，由加载模型的一方（第 6 章的 Engine）在权重加载完后调 `rope_tables_to(device)` 整张搬过去一次。不在前向里顺手搬：GPU 上那是第一步里一次从可换页内存出发的同步拷贝（`examples/gpu_smoke.py` 在 H200 上数出过这 2 次同步），到了第 18 章的图捕获里更是不许的；所以前向只 `assert` 表和 q 在同一个设备上。表用下划线开头，不进 `state_dict`；`get_rope` 把算过的表存在一个字典里，同样参数的表全模型只算一份，所有层共用，`rope_tables_to` 也正是从这个字典里找到它们。
 #
 #     Qwen3-0.6B 的 `max_position_embeddings` 是 40960，`head_dim = 128`，表是 `40960 × 64` 的 cos 加同样大的 sin，20 MiB；28 层共用这一份。
 #

@@ -394,6 +394,33 @@ def test_rope_asserts_on_bad_rotary_dim_and_get_rope_is_cached():
     assert get_rope(64, 64, 128, 10000.0).state_dict() == {}  # cos/sin 表不是权重
 
 
+def test_rope_tables_move_once_by_rope_tables_to_never_inside_forward():
+    """前向不搬表（GPU 上那是一次隐藏的同步）：表和 q 不在一个设备上就 assert；
+    rope_tables_to 把 get_rope 发出去的每张表都搬过去。meta 设备在这里充当"另一个设备"。"""
+    from minisgl.layers import rope_tables_to, rotary
+
+    rope = get_rope(8, 8, 32, 10000.0)
+    other = get_rope(16, 16, 32, 10000.0)
+    saved = {key: (r._cos, r._sin) for key, r in rotary._ROPES.items()}  # 别的测试建的表也会被搬
+    positions = torch.tensor([3, 0])
+    q, k = torch.randn(2, 2, 8), torch.randn(2, 1, 8)
+    expected = rope.forward(positions, q, k)
+    try:
+        with pytest.raises(AssertionError, match="RoPE 表在 cpu 上，q 在 meta 上"):
+            rope.forward(positions.to("meta"), q.to("meta"), k.to("meta"))
+        assert rope._cos.device.type == "cpu"  # 前向没有顺手搬
+        rope_tables_to("meta")
+        assert {r._cos.device.type for r in (rope, other)} == {"meta"}
+        assert {r._sin.device.type for r in (rope, other)} == {"meta"}
+        out_q, out_k = rope.forward(positions.to("meta"), q.to("meta"), k.to("meta"))
+        assert out_q.shape == q.shape and out_k.shape == k.shape
+    finally:  # meta 上的表没有数据，搬不回来：换回原来的 CPU 表
+        for key, (cos, sin) in saved.items():
+            rotary._ROPES[key]._cos, rotary._ROPES[key]._sin = cos, sin
+    got = rope.forward(positions, q, k)
+    assert all(torch.equal(a, b) for a, b in zip(got, expected))
+
+
 # ---------------------------------------------------------------- 激活
 
 def test_silu_and_mul():

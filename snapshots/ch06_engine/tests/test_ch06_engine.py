@@ -15,6 +15,7 @@ from minisgl.distributed import get_tp_info
 from minisgl.engine import Engine, EngineConfig, ForwardOutput, Sampler, logprobs_per_req
 from minisgl.engine import engine as engine_module
 from minisgl.kvcache import OutOfPagesError
+from minisgl.layers import BaseOP
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 from ch06_engine import MiniScheduler, generate  # noqa: E402  本章 main 里的迷你调度器
@@ -509,6 +510,26 @@ def test_a_cuda_engine_makes_its_own_stream_current_before_building_anything(
         assert isinstance(engine.stream, FakeStream)
     finally:
         engine.stream = None
+        engine.shutdown()
+
+
+def test_the_engine_moves_the_rope_tables_when_it_loads_the_model(monkeypatch, clean_global_state):
+    """RoPE 表不是权重，不随 load_state_dict 上卡：Engine 加载完权重就把它们搬到自己的设备上。
+    等到第一步前向再搬，GPU 上那一步就多一次隐藏的同步（gpu_smoke 在 H200 上数到过 2 次）。"""
+    from minisgl.layers import rope_tables_to
+
+    moved = []
+    monkeypatch.setattr(engine_module, "rope_tables_to",
+                        lambda device: moved.append(device) or rope_tables_to(device))
+    load_state_dict = BaseOP.load_state_dict
+    monkeypatch.setattr(BaseOP, "load_state_dict",
+                        lambda self, *a, **kw: moved.append("weights") or load_state_dict(self, *a, **kw))
+    engine = make_engine(tiny_qwen3(), device="cpu")
+    try:
+        assert moved == ["weights", engine.device]  # 权重之后、任何前向之前，只搬一次
+        rope = engine.model.model.layers[0].self_attn._attn._rotary
+        assert rope._cos.device == rope._sin.device == engine.device
+    finally:
         engine.shutdown()
 
 

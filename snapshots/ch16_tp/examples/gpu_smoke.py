@@ -17,6 +17,7 @@ CPU 上这些路径要么不存在（流、事件、锁页内存），要么退�
 
     python examples/gpu_smoke.py          # 有 CUDA 时检查；没有时跳过
     python examples/gpu_smoke.py --cpu    # 在 CPU 上走一遍脚本本身（不检查 CUDA 的部分）
+    MINISGL_MODEL=<模型目录> python examples/gpu_smoke.py   # 换一个模型（默认 SmolLM2）
 """
 
 from __future__ import annotations
@@ -135,7 +136,8 @@ def check_communicator(report: Report, device: torch.device, on_cuda: bool) -> N
         control = dist.new_group(backend="gloo")
         box = torch.tensor([7, -7])
         dist.all_reduce(box, op=dist.ReduceOp.MIN, group=control)  # 控制组只收 CPU 上的张量
-        report.check(box.tolist() == [7, -7], "gloo 控制组在 CPU 张量上 all_reduce", dist.get_backend())
+        report.check(box.tolist() == [7, -7] and dist.get_backend(control) == "gloo",
+                     "控制组在 CPU 张量上 all_reduce", f"控制组 {dist.get_backend(control)}，默认组 {dist.get_backend()}")
         comm = DistributedCommunicator()
         x = torch.randn(3, 5, device=device)
         report.check(torch.equal(comm.all_reduce(x.clone()), x), "all_reduce（world size 1）")
@@ -195,14 +197,15 @@ def main() -> int:
         return 0
 
     from minibook.hf import encode, hf_greedy
-    from minibook.models import smollm2
+    from minibook.models import default_model
 
     started = time.perf_counter()
     device = torch.device("cuda", torch.cuda.device_count() - 1) if on_cuda else torch.device("cpu")
     name = torch.cuda.get_device_name(device) if on_cuda else "只走脚本逻辑"
     print(f"设备：{device}（{name}）")
     report = Report()
-    path = smollm2()
+    path = default_model()  # SmolLM2；设了 $MINISGL_MODEL 就用那个模型目录（比如带不走几百 MB 权重的 GPU 机器上）
+    print(f"模型：{path.name}")
     engine = Engine(EngineConfig(model_path=path, device=str(device), max_running_req=4,
                                  num_page_override=64, page_size=4, max_seq_len_override=64))
 

@@ -12,7 +12,7 @@ from .linear import (
     LinearRowParallel,
 )
 from .norm import RMSNorm, RMSNormFused
-from .rotary import RotaryEmbedding, get_rope
+from .rotary import RotaryEmbedding, get_rope, rope_tables_to
 
 __all__ = [
     "AttentionLayer",
@@ -29,5 +29,6 @@ __all__ = [
     "RotaryEmbedding",
     "VocabParallelEmbedding",
     "get_rope",
+    "rope_tables_to",
     "silu_and_mul",
 ]

@@ -7,8 +7,6 @@
 
 from __future__ import annotations
 
-import functools
-
 import torch
 
 from .base import BaseOP
@@ -30,8 +28,8 @@ class RotaryEmbedding(BaseOP):
         self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """q: [T, Hq, head_dim]，k: [T, Hkv, head_dim]，positions: [T]。返回旋转后的新张量。"""
-        if self._cos.device != q.device:
-            self._cos, self._sin = self._cos.to(q.device), self._sin.to(q.device)
+        # 表不在这里搬：GPU 上那是第一步里一次隐藏的同步，图捕获时更不许。见 rope_tables_to
+        assert self._cos.device == q.device, f"RoPE 表在 {self._cos.device} 上，q 在 {q.device} 上"
         cos = self._cos[positions].unsqueeze(1)  # [T, 1, rotary_dim / 2]，对所有头广播
         sin = self._sin[positions].unsqueeze(1)
         return self._rotate(q, cos, sin), self._rotate(k, cos, sin)
@@ -44,7 +42,19 @@ class RotaryEmbedding(BaseOP):
         return torch.cat([out, rest], dim=-1) if rest.numel() else out
 
 
-@functools.lru_cache(maxsize=None)
+_ROPES: dict[tuple[int, int, int, float], RotaryEmbedding] = {}
+
+
 def get_rope(head_dim: int, rotary_dim: int, max_position: int, base: float) -> RotaryEmbedding:
     """同样参数的 RoPE 表全模型只算一份：所有层共用。"""
-    return RotaryEmbedding(head_dim, rotary_dim, max_position, base)
+    key = (head_dim, rotary_dim, max_position, base)
+    if key not in _ROPES:
+        _ROPES[key] = RotaryEmbedding(*key)
+    return _ROPES[key]
+
+
+def rope_tables_to(device: torch.device | str) -> None:
+    """把 get_rope 算过的每张 cos/sin 表搬到 device 上。表不是权重，不随 load_state_dict 上卡，
+    所以加载模型的一方（Engine）加载完权重就调一次。"""
+    for rope in _ROPES.values():
+        rope._cos, rope._sin = rope._cos.to(device), rope._sin.to(device)

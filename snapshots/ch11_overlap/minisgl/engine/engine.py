@@ -26,6 +26,7 @@ from minisgl.attention import BaseAttnBackend, create_attention_backend
 from minisgl.core import Batch, Context, set_global_ctx
 from minisgl.distributed import destroy_distributed, local_kv_heads, set_tp_info
 from minisgl.kvcache import BaseKVCachePool, create_kvcache_pool
+from minisgl.layers import rope_tables_to
 from minisgl.models import BaseLLMModel, create_model, load_weight
 from minisgl.utils import device_of, init_logger, is_cuda, torch_dtype
 
@@ -152,6 +153,8 @@ class Engine:
             self.config.model_path, self.model_config, device=self.device, dtype=self.config.dtype
         )
         model.load_state_dict(dict(weights))
+        # RoPE 的 cos/sin 表是算出来的、不随权重上卡：现在一次搬过去，而不是在第一步的前向里
+        rope_tables_to(self.device)
         return model
 
     def kv_bytes_per_page(self) -> int:
