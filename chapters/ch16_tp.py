@@ -225,7 +225,7 @@ listing("minisgl/engine/engine.py", "Engine._agree_on_num_pages")
 # %% [markdown]
 # ## 进程组：一个传张量，一个传控制
 #
-# Engine 在 TP > 1 时建两个进程组：默认组传层里的张量（GPU 上 NCCL，CPU 上 gloo），另一个 gloo 组（[控制组](../glossary.md#control-group)）传 CPU 上的小整数（KV 页数、第 14 章每一步的消息条数）。CPU 上也要分开：重叠调度时 all-reduce 在工作线程上发出，条数的广播在调度器线程上发出，两个线程往同一个组里发集合通信，各 rank 上两者的先后不一定相同，就会互相配错。
+# Engine 在 TP > 1 时建两个进程组：默认组传层里的张量（GPU 上 NCCL，CPU 上 gloo），另一个 gloo 组（[控制组](../glossary.md#control-group)）传 CPU 上的小整数（KV 页数、第 14 章每一步的消息条数）。CPU 上也要分开：重叠调度时 all-reduce 在工作线程上发出，条数的广播在调度器线程上发出，两个线程往同一个组里发集合通信，各 rank 上两者的先后不一定相同，就会互相配错。GPU 上的这条路由 `examples/gpu_smoke.py` 的第 6 节检查：它在一块 H200 上跑过，NCCL 默认组加 gloo 控制组，通信器的 all_reduce、all_gather、broadcast 在显存里的张量上结果都对（world size 1）；两个 rank 各占一块卡的 NCCL 生成要两块卡，还没有在 GPU 上跑过。
 
 # %% tags=["remove-input"]
 listing("minisgl/engine/engine.py", "Engine._init_distributed")
