@@ -283,7 +283,7 @@ listing("minisgl/engine/engine.py", "ForwardOutput")
 #
 #     主机到设备的方向也一样：`torch.tensor(values, device="cuda")` 从普通内存拷贝，CPU 要等它完成。`Sampler.prepare`、分配器、注意力元数据在 CUDA 上都先把数据放进锁页内存，再 `non_blocking=True` 地拷过去；CPU 上什么都不变。采样本身也避开了一个隐藏的同步：`torch.multinomial` 先把“分布是否合法”读回 CPU 检查，采样器改用它内部的同一个算法（`argmax(p / q)`，`q` 服从指数分布），同样的随机数、同样的结果，什么都不读回。
 #
-#     这些路径在 CPU 上测不到。`examples/gpu_smoke.py` 在有 CUDA 时几秒钟查一遍：`set_device` 和流、用 `torch.cuda.set_sync_debug_mode("warn")` 数出一步里每个部件的同步次数（应当都是 0）、CPU 副本在锁页内存里、批量生成与 HF 一致。没有 CUDA 时它说明原因并以 0 退出：
+#     这些路径在 CPU 上测不到。`examples/gpu_smoke.py` 在有 CUDA 时几秒钟查一遍：`set_device` 和流、用 `torch.cuda.set_sync_debug_mode("warn")` 数出一步里每个部件的同步次数（应当都是 0）、CPU 副本在锁页内存里、批量生成与 HF 一致。它在一块 H200 上跑过（2026-12-04，第 16 章的树、tiny Qwen3、torch 2.11）：第一次，`Engine.forward_batch` 数出 2 次同步，逐行找下去是第 2 章的 RoPE 表——它在 CPU 上算好，原先第一次前向时才 `.to(q.device)`，从普通内存出发的拷贝就是同步。改成 Engine 加载完权重立刻 `rope_tables_to(device)` 之后，全部检查通过，每个部件 0 次。没有 CUDA 时它说明原因并以 0 退出：
 
 # %%
 # NBVAL_IGNORE_OUTPUT
