@@ -225,7 +225,7 @@ listing("minisgl/engine/engine.py", "Engine._agree_on_num_pages")
 # %% [markdown]
 # ## 进程组：一个传张量，一个传控制
 #
-# Engine 在 TP > 1 时建两个进程组：默认组传层里的张量（GPU 上 NCCL，CPU 上 gloo），另一个 gloo 组（[控制组](../glossary.md#control-group)）传 CPU 上的小整数（KV 页数、第 14 章每一步的消息条数）。CPU 上也要分开：重叠调度时 all-reduce 在工作线程上发出，条数的广播在调度器线程上发出，两个线程往同一个组里发集合通信，各 rank 上两者的先后不一定相同，就会互相配错。GPU 上的这条路由 `examples/gpu_smoke.py` 的第 6 节检查：它在一块 H200 上跑过，NCCL 默认组加 gloo 控制组，通信器的 all_reduce、all_gather、broadcast 在显存里的张量上结果都对（world size 1）；两个 rank 各占一块卡的 NCCL 生成要两块卡，还没有在 GPU 上跑过。
+# Engine 在 TP > 1 时建两个进程组：默认组传层里的张量（GPU 上 NCCL，CPU 上 gloo），另一个 gloo 组（[控制组](../glossary.md#control-group)）传 CPU 上的小整数（KV 页数、第 14 章每一步的消息条数）。CPU 上也要分开：重叠调度时 all-reduce 在工作线程上发出，条数的广播在调度器线程上发出，两个线程往同一个组里发集合通信，各 rank 上两者的先后不一定相同，就会互相配错。
 
 # %% tags=["remove-input"]
 listing("minisgl/engine/engine.py", "Engine._init_distributed")
@@ -235,6 +235,8 @@ listing("minisgl/engine/engine.py", "Engine._init_distributed")
 #
 # ??? note "深入：死了和卡住不一样；启动之前就能查出的错"
 #     在 gloo 上，被 kill -9 的 rank 的套接字随进程关闭，其余 rank 在下一次通信时立刻报错；被 SIGSTOP 的 rank 连接还在，要等到超时。NCCL 走 NVLink 或共享内存时察觉不到对端已死，两种情况都要等超时。测试两种都试了。启动器还在起任何进程之前检查 TP 数切不切得开模型（SmolLM2 的 `--tp-size 2` 是一行中文错误），每个 rank 只用 核数 ÷ 本机 rank 数 个线程（n 个进程各用满所有核，就是 n 倍的线程抢同样的核）。
+#
+#     GPU 上的两个进程组由 `examples/gpu_smoke.py` 的第 6 节检查：它在一块 H200 上跑过，NCCL 默认组加 gloo 控制组，通信器的 all_reduce、all_gather、broadcast 在显存里的张量上结果都对（world size 1）；两个 rank 各占一块卡的 NCCL 生成要两块卡，还没有在 GPU 上跑过。
 #
 # 通信本身在插件里，层只认 `DistributedCommunicator`：
 
