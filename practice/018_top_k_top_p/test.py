@@ -230,8 +230,9 @@ def check_bad_arguments(mod, gen, rng: random.Random) -> None:
             ("logits", lambda r: r.choice([logits[r.randrange(B)], logits.reshape(-1)])),  # 一维的
             ("logits", lambda r: r.choice([logits.unsqueeze(0), logits.unsqueeze(-1)])),  # 三维的
             ("top_k", lambda r: other_length(r, top_k)), ("top_p", lambda r: other_length(r, top_p)),  # 长度和行数对不上
-            ("top_k", lambda r: r.choice([top_k.unsqueeze(0), top_k.unsqueeze(1)])),  # [1, B] 或 [B, 1]
-            ("top_p", lambda r: r.choice([top_p.unsqueeze(0), top_p.unsqueeze(1)])),
+            # [1, B] 和 [B, 1] 各试一次：[B, 1] 的 len() 恰好是 B，只比长度的检查看不出来，不能靠抽签碰上
+            ("top_k", lambda r: top_k.unsqueeze(0)), ("top_k", lambda r: top_k.unsqueeze(1)),
+            ("top_p", lambda r: top_p.unsqueeze(0)), ("top_p", lambda r: top_p.unsqueeze(1)),
             ("top_k", lambda r: spoiled(r, top_k, lambda k, r: 0)),  # 某个 k 是 0
             ("top_k", lambda r: spoiled(r, top_k, lambda k, r: bad_int(r, -1))),  # 某个 k 小于 -1
             ("top_p", lambda r: spoiled(r, top_p, lambda p, r: r.choice([0.0, -r.random(), -r.randint(1, 100)]))),

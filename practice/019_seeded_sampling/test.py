@@ -369,7 +369,8 @@ def check_bad_arguments(mod, gen, rng: random.Random) -> None:
             ("temperatures", lambda r: spoiled(r, lambda t, r: -r.uniform(0.5, 100.0))),  # 远小于 0
             ("temperatures", lambda r: spoiled(r, lambda t, r: float("nan"))),
             ("temperatures", other_length),  # 长度和 logits 的行数对不上
-            ("temperatures", lambda r: r.choice([temps.unsqueeze(0), temps.unsqueeze(1)])),  # [1, B] 或 [B, 1]
+            # [1, B] 和 [B, 1] 各试一次：[B, 1] 的 len() 恰好是 B，只比长度的检查看不出来
+            ("temperatures", lambda r: temps.unsqueeze(0)), ("temperatures", lambda r: temps.unsqueeze(1)),
             ("logits", lambda r: r.choice([logits[r.randrange(B)], logits.reshape(-1)])),  # 一维的
             ("logits", lambda r: r.choice([logits.unsqueeze(0), logits.unsqueeze(-1)])),  # 三维的
         ]
