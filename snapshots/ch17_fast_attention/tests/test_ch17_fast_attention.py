@@ -1,0 +1,1 @@
+def test_placeholder_to_be_replaced(): pass
