@@ -309,3 +309,14 @@ def test_flashinfer_and_fa3_layouts_name_the_same_slots_as_our_page_table(page_s
             assert slots_from_flashinfer(fi, i, page_size) == slots[i]
             assert slots_from_fa3(fa, i, page_size) == slots[i]
     llm.shutdown()
+
+
+# ---------------------------------------------------------------- 元数据缓冲区的竞态（上游 #103）
+def test_a_reused_metadata_buffer_breaks_under_overlap_unless_written_on_the_stream():
+    """examples/ch17_plan_race.py 自己断言四种写法的结果：重叠时当场改写缓冲区的那一种和 HF 不一致，
+    其余三种（每步新张量、写入排在工作线程上、不重叠）一致。"""
+    proc = subprocess.run([sys.executable, "examples/ch17_plan_race.py"], capture_output=True, text=True,
+                          timeout=600, env={k: v for k, v in os.environ.items()
+                                            if k != "MINISGL_DISABLE_OVERLAP_SCHEDULING"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("与 HF 一致的请求 3/3") == 3
