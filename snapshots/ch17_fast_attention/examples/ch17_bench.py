@@ -150,6 +150,44 @@ def decode_step_ms(backend: str, batch: int, context: int, steps: int = 8) -> fl
     return statistics.median(times) * 1e3
 
 
+def step_profile(backend: str, batch: int, context: int) -> dict[str, float]:
+    """真实引擎一步满批 decode 的 torch.profiler 记录：总时间，以及按页表取 K/V（index_select）、
+    SDPA、paged 算子各占多少（ms，自身时间）。"""
+    old = os.environ.get("MINISGL_DISABLE_OVERLAP_SCHEDULING")
+    os.environ["MINISGL_DISABLE_OVERLAP_SCHEDULING"] = "1"  # 前向在调度器线程上跑，profiler 看得全
+    try:
+        llm = LLM(smollm2(), max_running_req=batch, page_size=16, attention_backend=backend,
+                  num_page_override=batch * (context + 32) // 16 + 1, max_seq_len_override=context + 32,
+                  max_extend_tokens=max(2048, context))
+    finally:
+        if old is None:
+            os.environ.pop("MINISGL_DISABLE_OVERLAP_SCHEDULING")
+        else:
+            os.environ["MINISGL_DISABLE_OVERLAP_SCHEDULING"] = old
+    records = []
+    forward = llm.engine.forward_batch
+
+    def profiled(b, args):
+        if not (b.is_decode and b.size == batch) or len(records) >= 3:
+            return forward(b, args)
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            start = time.perf_counter()
+            out = forward(b, args)
+            total = time.perf_counter() - start
+        self_ms = {e.key: e.self_cpu_time_total / 1e3 for e in prof.key_averages()}
+        records.append({"total_ms": total * 1e3,
+                        "gather_ms": self_ms.get("aten::index_select", 0.0),
+                        "sdpa_ms": sum(v for k, v in self_ms.items() if "scaled_dot_product" in k or "flash_attention" in k),
+                        "paged_ms": self_ms.get("minisgl::paged_attention", 0.0)})
+        return out
+
+    llm.engine.forward_batch = profiled
+    prompts = [[(13 * i + 7 * j) % 5000 + 100 for j in range(context)] for i in range(batch)]
+    llm.generate(prompts, SamplingParams(max_tokens=5, ignore_eos=True))
+    llm.shutdown()
+    return {key: statistics.median(r[key] for r in records) for key in records[0]}
+
+
 def step_compare(batches=(1, 8, 32), context: int = 512) -> list[dict]:
     rows = []
     for batch in batches:
