@@ -12,9 +12,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
+import sys
 import time
 
 import torch
@@ -150,6 +152,20 @@ def decode_step_ms(backend: str, batch: int, context: int, steps: int = 8) -> fl
     return statistics.median(times) * 1e3
 
 
+@contextlib.contextmanager
+def native_stderr_muted():
+    """profiler 的 C++ 部分（kineto）每开关一次都往文件描述符 2 直接写一行日志：量的时候把它指到 /dev/null。"""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(os.devnull, "w") as devnull:
+        os.dup2(devnull.fileno(), 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def step_profile(backend: str, batch: int, context: int) -> dict[str, float]:
     """真实引擎一步满批 decode 的 torch.profiler 记录：总时间，以及按页表取 K/V（index_select）、
     SDPA、paged 算子各占多少（ms，自身时间）。"""
@@ -170,7 +186,7 @@ def step_profile(backend: str, batch: int, context: int) -> dict[str, float]:
     def profiled(b, args):
         if not (b.is_decode and b.size == batch) or len(records) >= 3:
             return forward(b, args)
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        with native_stderr_muted(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
             start = time.perf_counter()
             out = forward(b, args)
             total = time.perf_counter() - start
