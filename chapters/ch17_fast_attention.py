@@ -14,7 +14,7 @@
 # %% [markdown]
 # # 第 17 章 更快的注意力后端
 #
-# 第 5 章的[注意力后端](../glossary.md#attention-backend)每一层都先按页表把整批的 K/V 拷成一块，再交给 SDPA：批大、上下文长时，这份副本每步要写一遍、读一遍，和模型的权重一样多。GPU 上的 FlashInfer、FlashAttention 不拷，它们隔着页表直接读 KV 池，元数据每步只整理一次。本章在 CPU 上做同样的事：一个 C++ 的[分页注意力](../glossary.md#paged-attention)算子，一个 prefill 用 SDPA、decode 用它的[混合后端](../glossary.md#hybrid-backend)。本章的运行证明：三种后端的贪心输出都与 Hugging Face 逐 token 相同，decode 不再拷 K/V。
+# 第 5 章的[注意力后端](../glossary.md#attention-backend)每一层都先按页表把整批的 K/V 拷成一块，再交给 SDPA：批大、上下文长时，这份副本每步要写一遍、读一遍，能比模型的权重还多。GPU 上的 FlashInfer、FlashAttention 不拷，它们隔着页表直接读 KV 池，元数据每步只整理一次。本章在 CPU 上做同样的事：一个 C++ 的[分页注意力](../glossary.md#paged-attention)算子，一个 prefill 用 SDPA、decode 用它的[混合后端](../glossary.md#hybrid-backend)。本章的运行证明：三种后端的贪心输出都与 Hugging Face 逐 token 相同，decode 不再拷 K/V。
 
 # %% tags=["remove-cell"]
 from textwrap import indent
@@ -39,15 +39,15 @@ def in_fold(md) -> Markdown:
 #
 # ??? question "自测参考答案（先自己答，再展开对照）"
 #
-#     1. 它只取决于这一批每个请求的长度和页表行，和层无关；每层重算一遍是白做 28 次（Qwen3-0.6B 的层数）。
+#     1. 它只取决于这一批每个请求的长度和页表行，和层无关；SmolLM2 有 30 层，每层重算一遍就多做 29 次。
 #     2. 每个请求用到的页首尾相接放在 `kv_indices` 里，`kv_indptr` 标出每个请求从哪里开始，`last_page_len` 说最后一页用了几个槽位。
-#     3. prefill 每个请求有很多 query，是算力活，SDPA 把它们组织成分块的矩阵乘；逐个 query 扫一遍 key 的算子在这里慢。decode 只有一个 query，是搬运活，要紧的是少读少拷。
+#     3. prefill 每个请求有很多 query，是算力活（计算受限），SDPA 把它们组织成分块的矩阵乘；逐个 query 扫一遍 key 的算子在这里不占优。decode 只有一个 query，是搬运活（访存受限），要紧的是少读少拷。
 #     4. 等还在读它的那一批做完以后：要么每步用新张量，要么把“写进去”也排到流上，跟在上一批的前向后面。
 
 # %% [markdown]
 # ## 本章要回顾的文件
 #
-# 第 5 章的 `attention/`（接口和 SDPA 后端）、第 6 章的 Engine（按名字创建后端）。本章新建 `attention/paged.py`、`attention/layout.py`，修改后端的登记、`EngineConfig` 的默认值和启动器的旗标；`kernels/` 是本书第一次用 C++，在这里提前引入，怎么编译、登记、给图捕获用，第 19 章讲。
+# 第 5 章的 `attention/`（接口和 SDPA 后端）、第 6 章的 Engine（按名字创建后端）。本章新建 `attention/paged.py`、`attention/layout.py`，修改后端的登记、`EngineConfig` 的默认值和启动器的命令行参数；`kernel/` 是本书第一次用 C++，在这里提前引入，怎么编译、登记、给图捕获用，第 19 章讲。
 
 # %% tags=["remove-input"]
 header()
@@ -119,23 +119,31 @@ for expected in ("= [(8, 3, 11), (0, 2, 2)]", "kv_indices=[0, 1, 2, 3]，last_pa
 #
 # ## 隔着页表读：paged 算子
 #
-# 我们的 paged 后端直接用自己的页表，元数据只有三个 int32 张量，一步打包成一次拷贝：
+# 我们的 paged 后端直接用自己的页表，元数据只有三个 int32 张量，每步建一个张量再切成三段：
 
 # %% tags=["remove-input"]
 listing("minisgl/attention/paged.py", "PagedAttnBackend")
 
 # %% [markdown]
-# 算子把一批里全部 query token 排成一列，每个 (token, KV 头) 是一份独立的活，交给 torch 的线程池。一份活先找到自己的请求和能看见几个 key，再按槽位逐行读池子：
+# 算子把一批里全部 query token 排成一列，每个 (token, KV 头) 是一份独立的活，交给 torch 的线程池。一份活按槽位逐行读池子：
 
 # %% tags=["remove-input"]
-listing("minisgl/kernels/csrc/paged_attention.cpp", "attend_one")
+listing("minisgl/kernel/csrc/paged_attention.cpp", "attend_one")
 
 # %% [markdown]
-# 两遍：第一遍算分数和最大值，第二遍按 softmax 权重累加 V。同一个 KV 头的 G 个 q 头（GQA 的一组）一起算，每行 K、V 从内存里只读一次。[右下对齐](../glossary.md#attn-metadata)的因果掩码变成一个数 `visible`：decode 时就是全部 key，prefill 时第 i 个 query 看见前 n_k − n_q + i + 1 个。
+# 两遍：第一遍算分数和最大值，第二遍按 softmax 权重累加 V。同一个 KV 头的 G 个 q 头（GQA 的一组）一起算，每行 K、V 从内存里只读一次。[右下角对齐](../glossary.md#causal-mask)的因果掩码变成一个数 `visible`（这里的 `n`）：decode 时就是全部 key，prefill 时第 i 个 query 看见前 n_k − n_q + i + 1 个。
 #
+# ??? note "深入：一份活怎么找到自己的请求"
+#
+#     `qo_indptr` 是前缀和，第 t 个 token 属于最后一个起点 ≤ t 的请求：`std::upper_bound` 二分查找。`visible` 由这个请求的 key 数、query 数和 t 在请求里的位置算出。开头那一串 `TORCH_CHECK` 把要读的每个槽位都查一遍：坏的元数据是一条中文错误，而不是越界读内存。
+
+# %% tags=["remove-input", "fold"]
+in_fold(listing("minisgl/kernel/csrc/paged_attention.cpp", "paged_attention"))
+
+# %% [markdown]
 # ??? note "深入：算子怎么进的 torch：TORCH_LIBRARY 和一次编译"
 #
-#     文件末尾的 `TORCH_LIBRARY(minisgl, m)` 声明算子的签名，`TORCH_LIBRARY_IMPL(minisgl, CPU, m)` 给出 CPU 上的实现：加载这个 .so 时登记就完成了，Python 这边不需要绑定代码，调用写成 `torch.ops.minisgl.paged_attention(...)`。`kernels/__init__.py` 用 `torch.utils.cpp_extension` 调 g++ 和 ninja 编译（`-O3 -march=native -fopenmp`），产物按“源码 + 编译选项 + CPU 的指令集”的摘要命名，放进 torch 的扩展缓存：同样的源码在哪一章的树里都只编一次，测试套件只付一次编译的时间。没有编译器的机器上，`auto` 退回 torch 后端并打印一行原因，点名要 `paged` 的则在建引擎时报错（测试里把 `CXX` 指向一个不存在的程序试过）。登记的细节、给 `torch.compile` 用的假实现，都在第 19 章。
+#     文件末尾的 `TORCH_LIBRARY(minisgl, m)` 声明算子的签名，`TORCH_LIBRARY_IMPL(minisgl, CPU, m)` 给出 CPU 上的实现：加载这个 .so 时登记就完成了，Python 这边不需要绑定代码，调用写成 `torch.ops.minisgl.paged_attention(...)`。`kernel/__init__.py` 用 `torch.utils.cpp_extension` 调 g++ 和 ninja 编译（`-O3 -march=native -fopenmp`），产物按“源码 + 编译选项 + CPU 的指令集 + torch 和 Python 的版本”的摘要命名，放进 torch 的扩展缓存：同样的源码在哪一章的树里都只编一次，测试套件只付一次编译的时间。没有编译器的机器上，`auto` 退回 torch 后端并打印一行原因，点名要 `paged` 的则在建引擎时报错（测试里把 `CXX` 指向一个不存在的程序试过）。登记的细节、给 `torch.compile` 用的假实现，都在第 19 章。
 #
 # ## 量一量：一层 decode 注意力
 #
@@ -166,25 +174,22 @@ plt.tight_layout()
 plt.show()
 
 # %% [markdown]
-# 不拷以后，一层的时间只剩把 K、V 从池子里读一遍。批大小 1、上下文很长时，一个请求只有 3 个 KV 头，也就只有 3 份活：多出来的核闲着，这是 GPU 上 split-K（“flash decoding”）要解决的事，练习 52 写它合并的那一步。
-#
-# ??? note "深入：试过的另一条路：flex_attention"
-#
-#     PyTorch 的 `flex_attention` 也能隔着页表读：把整个 KV 池当成一个长序列，用从页表造出的块掩码（block mask）只让每个请求看见自己的页，`torch.compile` 在 CPU 上生成代码。本书写这一章前试过（SmolLM2 的形状、1 个线程、机器有负载）：批 8、上下文 1024、page_size 128 时，先拷再 SDPA 3.2 ms，flex_attention 7.0 ms；批 32 时 44 ms 对 72 ms；page_size 16 时 3.4 ms 对 46 ms；每步从页表造一次块掩码（`create_block_mask`）还要 1 秒以上。CPU 上它比先拷再算还慢，所以本章写了 C++ 算子。
+# 不拷以后，一层省下的是写一份副本、再读一遍副本。批大小 1、上下文很长时，一个请求只有 3 个 KV 头，也就只有 3 份活：多出来的核闲着，这是 GPU 上 split-K（“flash decoding”）要解决的事，练习 52 写它合并的那一步。
 #
 # ## prefill 交给 SDPA：混合后端
 #
-# 同一个算子也能算 prefill，但一个 512 个 token 的提示，它比 SDPA 慢：
+# 同一个算子也能算 prefill。一个 512 个 token 的提示，两个后端各算一层：
 
 # %%
 # NBVAL_IGNORE_OUTPUT
 from ch17_bench import prefill_compare
 
 p = prefill_compare()
-print(f"一个 512 个 token 的提示，prefill 注意力一层：torch（SDPA）{p['torch']:.1f} ms，paged {p['paged']:.1f} ms")
+print(f"一个 512 个 token 的提示，prefill 注意力一层：torch（SDPA）{p['torch']:.1f} ms，paged {p['paged']:.1f} ms"
+      f"（paged / SDPA = {p['paged'] / p['torch']:.2f}）")
 
 # %% [markdown]
-# prefill 有很多 query，SDPA 把它们组织成分块的矩阵乘，一块 K 读进缓存给很多 query 用；我们的算子每个 query 单独扫一遍 key。所以和上游一样，用两个后端：
+# prefill 有很多 query，SDPA 把它们组织成分块的矩阵乘，一块 K 读进缓存给很多 query 用；我们的算子每个 query 单独扫一遍 key，在这里没有优势。所以和上游一样，用两个后端：
 
 # %% tags=["remove-input"]
 listing("minisgl/attention/base.py", "HybridBackend")
@@ -197,7 +202,7 @@ listing("minisgl/attention/__init__.py", "resolve_attention_backend")
 #
 # ## 元数据缓冲区：有在途的批就不能写
 #
-# 上游的 FlashInfer 后端出过这样的错（#103）：`plan()` 把元数据放进一块重用的锁页内存，发起异步拷贝；重叠调度时下一步的 `plan()` 在拷贝完成之前就改写了它。我们的工作线程上也有同样的结构。`examples/ch17_plan_race.py` 写了两个“省掉每步几个小分配”的后端：都把元数据写进同一块缓冲区，一个在调度器线程上当场写，一个把“写进去”排到工作线程上：
+# 每步新建元数据张量是几次小分配；想省掉它们，自然的做法是预先分配一块缓冲区，每步写进去。上游的 FlashInfer 后端这样做出过错（#103）：`plan()` 把元数据放进一块重用的锁页内存，发起异步拷贝；重叠调度时下一步的 `plan()` 在拷贝完成之前就改写了它。我们的工作线程上也有同样的结构。`examples/ch17_plan_race.py` 写了两个重用缓冲区的后端，一个在调度器线程上当场写，一个把“写进去”排到工作线程上：
 
 # %% tags=["remove-input"]
 listing("examples/ch17_plan_race.py", "ReusedBuffer")
@@ -205,11 +210,19 @@ listing("examples/ch17_plan_race.py", "ReusedBuffer")
 # %% tags=["remove-input"]
 listing("examples/ch17_plan_race.py", "WrittenOnTheStream")
 
+# %% [markdown]
+# ??? note "深入：让竞态每次都发生的放大镜"
+#
+#     重叠时，下一批的 plan 本来就落在这一批前向的某个时刻，但落在读元数据之前还是之后看运气：多数时候出错，有时悄悄算错，偶尔碰巧对了。演示的四个后端都继承 `Magnified`：每批的第 0 层先等下一批的元数据写完（最多 0.5 秒），于是结果每次一样。不重叠时等满 0.5 秒再继续，什么也不改变。
+
+# %% tags=["remove-input", "fold"]
+in_fold(listing("examples/ch17_plan_race.py", "Magnified"))
+
 # %%
 run("python examples/ch17_plan_race.py")
 
 # %% [markdown]
-# 重叠时，调度器线程为第 N+1 批写元数据的那一刻，工作线程上第 N 批的前向还在跑：它后面的层读到的是别人的长度，算子发现 `qo_indptr` 对不上 q 的 token 数，错误经工作线程传回 `generate`（长度碰巧对得上时，就是悄悄算错的 token）。规矩：一块缓冲区只要还有在途的批在读，主机就不能写。paged 后端每步用新张量；要重用缓冲区（下一章的图捕获必须用固定的缓冲区），写入就排到流上。
+# 重叠时，调度器线程为第 N+1 批写元数据的那一刻，工作线程上第 N 批的前向还在跑：它后面的层读到的是别人的长度，算子发现 `qo_indptr` 对不上 q 的 token 数，错误经工作线程传回 `generate`（长度碰巧对得上时，就是悄悄算错的 token）。规矩：一块缓冲区只要还有在途的批在读，主机就不能写。paged 后端每步用新张量；要重用缓冲区，写入就排到流上（下一章的图捕获就是这样喂固定的输入缓冲区）。页表本身也在前向时被算子读着、被调度器写着：它不违反这条规矩，因为调度器只写在途的批不读的位置（新分到的槽位），而结束的请求要等在途的批做完才还行（第 11 章的规矩 3）。
 #
 # ## 运行
 #
@@ -236,8 +249,8 @@ print(f"（机器的 1 分钟平均负载 {os.getloadavg()[0]:.1f}）")
 # 上游以固定的提交 20fcd7f 为准。
 #
 # - 我们在 CPU 上用自己的 C++ 算子读页表，上游在 GPU 上调 FlashInfer、FlashAttention 3、TensorRT-LLM 的内核，因为那些库只有 CUDA 版本。`python/minisgl/attention/fi.py` · `FlashInferBackend.forward`
-# - 我们的元数据是三个 int32 张量，一次拷贝；上游 FlashInfer 的元数据有 CPU 和 GPU 两份，`plan()` 经锁页内存异步拷过去，所以要等上一次拷贝完成（#103 的修复）。`python/minisgl/attention/fi.py` · `FlashInferBackend.prepare_metadata`
-# - 混合后端的写法和上游一样（“prefill 的,decode 的”），我们的 `auto` 在 CPU 上选 `torch,paged`，上游按 GPU 的架构选。`python/minisgl/attention/__init__.py` · `create_attention_backend`
+# - 我们的元数据是每步新建的三个 int32 张量，上游 FlashInfer 的元数据有 CPU 和 GPU 两份、经一块重用的锁页内存异步拷过去，因为 FlashInfer 的 `plan()` 要在 CPU 上排好工作划分；所以上游要等上一次拷贝完成（#103 的修复），我们不用。`python/minisgl/attention/fi.py` · `FlashInferBackend.prepare_metadata`
+# - 我们的 `auto` 在 CPU 上选 `torch,paged`，上游按 GPU 的架构选，因为两边能用的内核不同；混合后端的写法（“prefill 的,decode 的”）一样。`python/minisgl/attention/__init__.py` · `create_attention_backend`
 #
 # ## 官方实现
 #
@@ -267,7 +280,7 @@ run("python -m pytest -q --color=no tests/test_ch17_fast_attention.py")
 # ## 练习
 #
 # 1. **页大小和块表**。page_size 从 1 改到 16，FA3 的块表和 FlashInfer 的 `kv_indices` 各变成原来的多少？我们的 paged 算子的元数据变不变？
-# 2. **一个线程的 split-K**。批大小 1、上下文 4096 时，我们的算子只有 3 份活（3 个 KV 头）。怎样把它们切得更细，又不改变结果？
+# 2. **切开 key：CPU 上的 split-K**。批大小 1、上下文 4096 时，我们的算子只有 3 份活（3 个 KV 头）。怎样把它们切得更细，又不改变结果？
 # 3. **挑战：GPU 版的 paged 算子**。把 `attend_one` 改写成 CUDA 内核：一个线程块负责一份活，块内怎么分工？需要改 `TORCH_LIBRARY_IMPL` 的哪一行？
 #
 # ??? success "参考答案"

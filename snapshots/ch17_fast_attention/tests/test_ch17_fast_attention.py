@@ -1,7 +1,8 @@
 """第 17 章：更快的注意力后端。
 
 - paged 算子（C++，隔着页表读 KV 池）与 SDPA 参照一致：随机的不规则批次（decode、prefill、
-  命中前缀缓存）、GQA、打乱的槽位、float32 与 bfloat16；坏的元数据是一条中文错误，不是越界读；
+  命中前缀缓存）、GQA、打乱的槽位、float32 与 bfloat16；坏的元数据（长度、行号、槽位、形状）
+  是一条中文错误，不是越界读；
 - 整个引擎用 paged、混合（torch,paged）、auto 时贪心结果与 HF 逐 token 相同；
 - decode 不再按页表拷 K/V（数 index_select），元数据一步只算一次、全是张量；
 - 后端的名字在用户给的地方检查；编不出 C++ 算子时 auto 退回 torch，paged 说清楚为什么不能用；
@@ -14,6 +15,7 @@ import os
 import random
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -33,11 +35,16 @@ from minisgl.attention import (
 from minisgl.attention.layout import fa3_layout, flashinfer_layout
 from minisgl.core import SamplingParams
 from minisgl.engine.config import EngineConfig
-from minisgl.kernels import load_kernels
+from minisgl.kernel import load_kernels
 from minisgl.kvcache import MHAKVCachePool
 from minisgl.llm import LLM
 
 TEXTS = ["The capital of France is", "def add(a, b):", "Once upon a time,", "1, 2, 3, 4,"]
+TREE = Path(__file__).resolve().parents[1]  # 这一章的树：子进程在这里找到 minisgl
+
+
+def tree_env(**extra: str) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(TREE), **extra}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -114,6 +121,9 @@ def test_paged_kernel_reads_only_the_slots_of_the_page_table():
     used = torch.zeros(k_cache.shape[0], dtype=torch.bool)
     for row, n in zip(rows, lens_k):
         used[page_table[row, :n].long()] = True
+    unused = int((~used).nonzero()[0])
+    for row, n in zip(rows, lens_k):
+        page_table[row, n:] = unused  # 行尾（超出长度的列）也指向 nan 的槽位：读过了头就露馅
     k_cache[~used] = float("nan")
     v_cache[~used] = float("nan")
     out = call_kernel(q, k_cache, v_cache, page_table, rows, lens_q, lens_k)
@@ -123,10 +133,16 @@ def test_paged_kernel_reads_only_the_slots_of_the_page_table():
 
 @pytest.mark.parametrize("spoil,message", [
     (lambda c: {**c, "lens_k": [c["table"].shape[1] + 1]}, "长度不对"),  # key 比页表还宽
-    (lambda c: {**c, "lens_q": [c["lens_k"][0] + 1]}, "长度不对|qo_indptr"),  # query 比 key 多
+    (lambda c: {**c, "q": torch.randn(11, 6, 16), "lens_q": [11]}, "长度不对"),  # 11 个 query、只有 10 个 key
+    (lambda c: {**c, "q": torch.randn(4, 6, 16)}, "qo_indptr"),  # q 的 token 数和 qo_indptr 对不上
     (lambda c: {**c, "rows": [c["table"].shape[0]]}, "行号越界"),
     (lambda c: {**c, "q": c["q"][:, :5].contiguous()}, "头数"),  # 5 个 q 头配不上 2 个 KV 头
-], ids=["key 比页表宽", "query 比 key 多", "行号越界", "头数"])
+    (lambda c: {**c, "k": torch.randn(20, 0, 16), "v": torch.randn(20, 0, 16)}, "头数"),  # 没有 KV 头
+    (lambda c: {**c, "v": torch.randn(12, 2, 16)}, "形状要相同"),  # v 比 k 少几个槽位
+    (lambda c: {**c, "table": torch.full((2, 20), 10**8, dtype=torch.int32)}, "不在 KV 池里"),
+    (lambda c: {**c, "table": torch.full((2, 20), -5, dtype=torch.int32)}, "不在 KV 池里"),
+], ids=["key 比页表宽", "query 比 key 多", "token 数对不上", "行号越界", "头数", "没有 KV 头", "v 的形状",
+        "槽位太大", "槽位是负数"])
 def test_bad_metadata_is_a_clear_error_not_an_out_of_bounds_read(spoil, message):
     d = 16
     case = {"q": torch.randn(3, 6, d), "k": torch.randn(20, 2, d), "v": torch.randn(20, 2, d),
@@ -245,7 +261,7 @@ def test_a_bad_backend_name_is_one_chinese_error(name, message):
 
 def test_the_launcher_rejects_a_bad_backend_before_starting_anything():
     proc = subprocess.run([sys.executable, "-m", "minisgl", "--attention-backend", "flash"],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120, cwd=TREE, env=tree_env())
     assert proc.returncode == 2
     assert "不支持的注意力后端 'flash'" in proc.stderr and "Traceback" not in proc.stderr
 
@@ -255,7 +271,7 @@ def test_without_a_compiler_auto_falls_back_to_torch_and_paged_says_why(tmp_path
     script = (
         "import torch\n"
         "from minisgl.attention import create_attention_backend, SDPAAttnBackend\n"
-        "from minisgl.kernels import KernelsUnavailable\n"
+        "from minisgl.kernel import KernelsUnavailable\n"
         "from minisgl.kvcache import MHAKVCachePool\n"
         "pool = MHAKVCachePool(2, 1, 8, 4, 1, torch.float32, 'cpu')\n"
         "table = torch.zeros(2, 4, dtype=torch.int32)\n"
@@ -265,10 +281,10 @@ def test_without_a_compiler_auto_falls_back_to_torch_and_paged_says_why(tmp_path
         "except KernelsUnavailable as e:\n"
         "    print('ERROR:', e)\n"
     )
-    env = {**os.environ, "CXX": str(tmp_path / "no-such-compiler"), "TORCH_EXTENSIONS_DIR": str(tmp_path / "ext")}
+    env = tree_env(CXX=str(tmp_path / "no-such-compiler"), TORCH_EXTENSIONS_DIR=str(tmp_path / "ext"))
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    assert "ERROR: 本书的 C++ 算子编译不了" in proc.stdout
+    assert f"ERROR: 本书的 C++ 算子编译不了（找不到 C++ 编译器 {tmp_path / 'no-such-compiler'}）" in proc.stdout
     assert "注意力后端退回 torch" in proc.stderr
 
 
@@ -315,8 +331,9 @@ def test_flashinfer_and_fa3_layouts_name_the_same_slots_as_our_page_table(page_s
 def test_a_reused_metadata_buffer_breaks_under_overlap_unless_written_on_the_stream():
     """examples/ch17_plan_race.py 自己断言四种写法的结果：重叠时当场改写缓冲区的那一种和 HF 不一致，
     其余三种（每步新张量、写入排在工作线程上、不重叠）一致。"""
+    env = tree_env()
+    env.pop("MINISGL_DISABLE_OVERLAP_SCHEDULING", None)
     proc = subprocess.run([sys.executable, "examples/ch17_plan_race.py"], capture_output=True, text=True,
-                          timeout=600, env={k: v for k, v in os.environ.items()
-                                            if k != "MINISGL_DISABLE_OVERLAP_SCHEDULING"})
+                          timeout=600, cwd=TREE, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.count("与 HF 一致的请求 3/3") == 3

@@ -11,7 +11,7 @@ from typing import Callable
 
 import torch
 
-from minisgl.kernels import kernels_available
+from minisgl.kernel import kernels_available
 from minisgl.kvcache import BaseKVCachePool
 from minisgl.utils import Registry, init_logger, is_cuda
 

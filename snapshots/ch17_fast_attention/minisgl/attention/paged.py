@@ -2,7 +2,7 @@
 
 参考后端（sdpa.py）每一层都按页表把整批的 K/V 取成 [B, max_k, hkv, d] 的副本再交给 SDPA：
 批大、上下文长时，这份副本每一步每一层都要写一遍、再读一遍，和权重一样多。这个后端把页表交给
-C++ 算子（kernels/csrc/paged_attention.cpp），算子按槽位直接读池子里的那一行。
+C++ 算子（kernel/csrc/paged_attention.cpp），算子按槽位直接读池子里的那一行。
 
 元数据全是张量、一步只算一次（plan），每一层直接用（run）：前向里不碰 Python 列表，
 形状只取决于补齐后的批大小，第 18 章的图捕获可以把它们放进固定的缓冲区。
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from minisgl.kernels import load_kernels
+from minisgl.kernel import load_kernels
 from minisgl.kvcache import BaseKVCachePool
 from minisgl.utils import is_cuda, to_device
 
@@ -48,7 +48,7 @@ class PagedAttnBackend(BaseAttnBackend):
         indptr = [0]
         for n in num_q:
             indptr.append(indptr[-1] + n)
-        # 三样拼成一个列表，一次交给设备（GPU 上是一次拷贝，不是三次），再切成视图
+        # 三样拼成一个列表，建成一个张量（GPU 上就是一次拷贝，不是三次），再切成视图
         packed = to_device([req.table_idx for req in reqs] + [req.device_len for req in reqs] + indptr,
                            torch.int32, self.page_table.device)
         B = len(reqs)

@@ -71,12 +71,13 @@ at::Tensor paged_attention(const at::Tensor& q, const at::Tensor& k_cache, const
               "KV 池每个槽位里的 [头, d] 要连续");
   TORCH_CHECK(k_cache.scalar_type() == q.scalar_type() && v_cache.scalar_type() == q.scalar_type(),
               "q 和 KV 池的 dtype 要相同");
+  TORCH_CHECK(v_cache.sizes() == k_cache.sizes(), "k_cache 和 v_cache 的形状要相同");
   for (const at::Tensor* t : {&page_table, &rows, &qo_indptr, &seq_lens_k})
     TORCH_CHECK(t->scalar_type() == at::kInt && t->is_contiguous(), "页表和元数据要是连续的 int32");
   TORCH_CHECK(page_table.dim() == 2 && page_table.stride(1) == 1, "页表应是 [行, 列] 且每行连续");
   const int64_t T = q.size(0), hq = q.size(1), d = q.size(2), hkv = k_cache.size(1);
   const int64_t B = rows.size(0);
-  TORCH_CHECK(hq % hkv == 0 && k_cache.size(2) == d, "头数或 head_dim 对不上");
+  TORCH_CHECK(hkv > 0 && hq % hkv == 0 && k_cache.size(2) == d, "头数或 head_dim 对不上");
   TORCH_CHECK(qo_indptr.size(0) == B + 1 && seq_lens_k.size(0) == B, "元数据的长度对不上");
   const int64_t G = hq / hkv;
   const int32_t* indptr = qo_indptr.data_ptr<int32_t>();
@@ -84,10 +85,16 @@ at::Tensor paged_attention(const at::Tensor& q, const at::Tensor& k_cache, const
   const int32_t* row_ids = rows.data_ptr<int32_t>();
   const int32_t* table = page_table.data_ptr<int32_t>();
   TORCH_CHECK(indptr[0] == 0 && indptr[B] == T, "qo_indptr 要从 0 走到 q 的 token 数");
+  // 先把要读的每个槽位查一遍（和注意力本身比，这点活可以忽略）：坏的元数据是一条错误，不是越界读
+  const int64_t num_slots = k_cache.size(0);
   for (int64_t b = 0; b < B; ++b) {
     const int64_t n_q = indptr[b + 1] - indptr[b];
     TORCH_CHECK(n_q >= 0 && n_q <= lens[b] && lens[b] <= page_table.size(1), "第 ", b, " 个请求的长度不对");
     TORCH_CHECK(row_ids[b] >= 0 && row_ids[b] < page_table.size(0), "第 ", b, " 个请求的页表行号越界");
+    const int32_t* slots = table + static_cast<int64_t>(row_ids[b]) * page_table.stride(0);
+    for (int64_t j = 0; j < lens[b]; ++j)
+      TORCH_CHECK(slots[j] >= 0 && slots[j] < num_slots, "第 ", b, " 个请求第 ", j, " 个 key 的槽位 ", slots[j],
+                  " 不在 KV 池里（共 ", num_slots, " 个槽位）");
   }
   at::Tensor out = at::empty_like(q);
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, q.scalar_type(), "paged_attention", [&] {
