@@ -349,6 +349,8 @@ class Peer:
 
     def _tensor_payload(self, t) -> dict:
         torch = _torch()
+        if t.device.type == "meta":  # meta 张量只有形状：对面照样造一个 meta 张量（测“不碰数据”的写法用）
+            return {"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape), "data": "", "meta": True}
         data = t.detach().to("cpu").contiguous()
         raw = b"" if data.numel() == 0 else data.reshape(-1).view(torch.uint8).numpy().tobytes()
         return {"dtype": str(data.dtype).removeprefix("torch."), "shape": list(data.shape),
@@ -484,6 +486,8 @@ class Peer:
         if not isinstance(dtype, torch.dtype):
             raise ProtocolError(f"未知的 dtype {payload['dtype']!r}")
         shape = [int(n) for n in payload["shape"]]
+        if payload.get("meta"):
+            return torch.empty(shape, dtype=dtype, device="meta")
         raw = base64.b64decode(payload["data"])
         if not raw:
             return torch.empty(shape, dtype=dtype)

@@ -19,7 +19,6 @@ from judgekit import (
     check_type,
     main,
     mistake_hint,
-    probe_bad_arguments,
     require,
     seed,
     short,
@@ -46,20 +45,21 @@ def ref_layout(pages_of: dict[int, list[int]], reqs, page_size: int) -> dict[str
     return out
 
 
-def make_case(rng: random.Random, page_size: int | None = None):
+def make_case(rng: random.Random, page_size: int | None = None, tails: bool = True):
     """一张页表、一批请求，以及每一行用的页（参考答案要用）。"""
-    page_size = page_size or rng.choice([1, 1, 2, 4, 4, 8, 16, rng.randint(3, 16)])
+    page_size = page_size or rng.choice([1, 1, 2, 4, 4, 8, 16, rng.randint(3, 16), rng.randint(17, 64)])
     num_rows = rng.randint(1, 6)
-    free = list(range(num_rows * 40 + rng.randint(3, 100)))  # 够每行都用满 40 个 token
+    longest = rng.choice([40, 40, 300])  # 偶尔有几百个 token 的长请求
+    free = list(range(num_rows * longest + rng.randint(3, 100)))  # 够每行都用满
     rng.shuffle(free)
     shared = [free.pop() for _ in range(rng.randint(0, 3))]  # 前缀缓存里的几页，几行共用
     table, pages_of, lengths = [], {}, {}
     for row in range(num_rows):
-        length = rng.randint(1, 40)
+        length = rng.randint(1, longest)
         n = -(-length // page_size)
         own = shared[: rng.randint(0, min(len(shared), n))] if rng.random() < 0.5 else []
         pages = own + [free.pop() for _ in range(n - len(own))]
-        width = length + rng.choice([0, 0, rng.randint(1, 9)])
+        width = length + (rng.choice([0, 0, rng.randint(1, 9)]) if tails else 0)
         slots = [pages[j // page_size] * page_size + j % page_size for j in range(length)]
         table.append(slots + [rng.randrange(10**4) for _ in range(width - length)])  # 行尾没用的旧数字
         pages_of[row], lengths[row] = pages, length
@@ -107,51 +107,75 @@ def check_case(mod, table, reqs, page_size: int, pages_of) -> None:
     check_equal((table, reqs), before, f"{call} 之后的参数（不该改动 table 和 reqs）")
 
 
-def misaligned_table(rng: random.Random, table, reqs, page_size: int):
-    """悄悄改坏一个被用到的槽位（page_size >= 2）：改完以后它一定不守规则。"""
+MISALIGN = ("swap", "shift", "other_page")
+
+
+def misaligned_table(rng: random.Random, table, reqs, page_size: int, kind: str):
+    """悄悄改坏一个被用到的槽位（page_size >= 2），改完以后它一定不守规则：
+    swap        同一页里的两个槽位对调（这一页的槽位集合没变，顺序错了）；
+    shift       一个槽位挪一格（页内偏移对不上）；
+    other_page  一个槽位换到别的页的同一个偏移上（偏移对得上，页号对不上）。"""
     assert page_size >= 2
     bad = copy.deepcopy(table)
-    row, _, device_len = rng.choice(reqs)
-    j = rng.randrange(device_len)
-    old = bad[row][j]
-    if j % page_size:  # 页内的 token：挪一格，或者挪到别的页
-        choices = [old + 1 if j % page_size < page_size - 1 else old - 1, old + page_size * rng.randint(1, 5)]
-    else:  # 页首：不再是 page_size 的倍数；这页后面还有 token 时，也可以整个换一页（和后面的对不上）
-        choices = [old + rng.randint(1, page_size - 1)]
-        if j + 1 < device_len:
-            choices.append(old + page_size * rng.randint(1, 5))
-    bad[row][j] = rng.choice(choices)
+    # 挑一个至少有两个 token 的页（三种改法都要这一页里还有别的 token 作对照）
+    need = 3 if kind == "swap" else 2  # 对调的两个都不是页首：只查页首和槽位之和的写法也看不出来
+    pages = [(row, start, min(start + page_size, d)) for row, _, d in reqs for start in range(0, d, page_size)
+             if min(start + page_size, d) - start >= need]
+    if not pages:
+        return None
+    row, start, end = rng.choice(pages)
+    if kind == "swap":
+        a, b = rng.sample(range(start + 1, end), 2)
+        bad[row][a], bad[row][b] = bad[row][b], bad[row][a]
+    elif kind == "shift":
+        j = rng.randrange(start, end)
+        bad[row][j] += 1 if j < end - 1 or j % page_size < page_size - 1 else -1
+        if bad[row][j] == table[row][j]:
+            bad[row][j] += 2
+    else:
+        j = rng.randrange(start, end)
+        bad[row][j] += page_size * rng.randint(1, 5)
     return bad
 
 
 def check_bad_arguments(mod, rng: random.Random) -> None:
-    table, reqs, page_size, _ = make_case(rng)
-    good = dict(table=table, reqs=reqs, page_size=page_size)
+    """每一种坏参数每次评测都试一回（坏的是哪个请求、坏成什么值，随机）：不靠抽签碰上。"""
+    table, reqs, page_size, _ = make_case(rng, tails=False)  # 行尾没有旧数字：查“比这一行还长”时不会碰巧别处出错
 
-    def spoil_req(r, index: int, value):
+    def spoil_req(index: int, value):
         out = list(reqs)
-        i = r.randrange(len(out))
+        i = rng.randrange(len(out))
         item = list(out[i])
-        item[index] = value(item, r)
+        item[index] = value(item)
         out[i] = tuple(item)
         return out
 
-    bad = {
-        "page_size": lambda r: bad_int(r, 1),
-        "reqs": lambda r: r.choice([
-            [],
-            spoil_req(r, 0, lambda it, r: r.choice([len(table), len(table) + r.randint(1, 9), -1])),  # 行号越界
-            spoil_req(r, 1, lambda it, r: r.choice([0, bad_int(r, 0)])),  # 没有 query
-            spoil_req(r, 1, lambda it, r: it[2] + r.randint(1, 5)),  # query 比 key 多
-            spoil_req(r, 2, lambda it, r: len(table[it[0]]) + r.randint(1, 5)),  # 比页表这一行还宽
-        ]),
-    }
-    probe_bad_arguments(mod.flashinfer_layout, good, bad, rng, name="flashinfer_layout", tries=8)
-    for _ in range(6):  # 槽位不守规则的页表：每次评测都查几回，不靠抽签碰上（page_size 1 时任何槽位都守规则）
-        table, reqs, page_size, _ = make_case(rng, page_size=rng.choice([2, 4, 8, 16, rng.randint(3, 16)]))
-        bad_table = misaligned_table(rng, table, reqs, page_size)
-        check_raises(ValueError, mod.flashinfer_layout, bad_table, reqs, page_size,
-                     what=f"flashinfer_layout(有一个槽位不守规则的页表, reqs={short(reqs, 60)}, page_size={page_size})")
+    kinds = [
+        ("page_size 是 0", table, reqs, 0),
+        ("page_size 是负数", table, reqs, bad_int(rng, 0)),
+        ("page_size 是 -1", [[5]], [(0, 1, 1)], -1),  # 不查 page_size 的写法在这里不会碰巧报错
+        ("reqs 是空的", table, [], page_size),
+        ("行号越界（太大）", table, spoil_req(0, lambda it: len(table) + rng.randint(0, 9)), page_size),
+        # 负的行号：Python 的列表照样能取（取到的正是同一行），不查的写法不会碰巧报错
+        ("行号是负数", table, spoil_req(0, lambda it: it[0] - len(table)), page_size),
+        ("这一步 0 个 query", table, spoil_req(1, lambda it: 0), page_size),
+        ("这一步的 query 数是负数", table, spoil_req(1, lambda it: bad_int(rng, 0)), page_size),
+        ("query 比 key 多", table, spoil_req(1, lambda it: it[2] + rng.randint(1, 5)), page_size),
+        ("key 比页表这一行还多", table, spoil_req(2, lambda it: len(table[it[0]]) + rng.randint(1, 5)), page_size),
+    ]
+    for why, t, r, ps in kinds:
+        check_raises(ValueError, mod.flashinfer_layout, copy.deepcopy(t), r, ps,
+                     what=f"flashinfer_layout(table, reqs={short(r, 60)}, page_size={ps})（{why}）")
+    # 槽位不守规则的页表：三种改法 × 小页、大页各一回（page_size 1 时任何槽位都守规则）
+    for kind in MISALIGN:
+        for page_size in (rng.choice([4, 8, 16]), rng.randint(17, 64)):
+            bad_table = None
+            while bad_table is None:
+                table, reqs, _, _ = make_case(rng, page_size=page_size)
+                bad_table = misaligned_table(rng, table, reqs, page_size, kind)
+            check_raises(ValueError, mod.flashinfer_layout, bad_table, reqs, page_size,
+                         what=f"flashinfer_layout(有一个槽位不守规则的页表（{kind}）, reqs={short(reqs, 60)}, "
+                              f"page_size={page_size})")
 
 
 def run(mod: object) -> None:

@@ -91,6 +91,30 @@ def check_batch(mod, lens_q, lens_k, qo_indptr, seq_lens_k) -> list[str]:
     return names
 
 
+def check_meta(mod, lens_q, lens_k, qo_indptr, seq_lens_k) -> None:
+    """meta 设备上的张量只有形状、没有数据：取数（不管用什么办法）、按数据决定形状的运算在这里都会报错。
+    整批用张量运算、不碰数据的写法照样能跑，返回值也在 meta 上——和在 GPU 上不等 GPU 是一回事。"""
+    T = sum(lens_q)
+    call = f"token_owner_and_visible(meta 设备上的 qo_indptr [{len(lens_q) + 1}]、seq_lens_k [{len(lens_k)}], num_tokens={T})"
+    try:
+        got = mod.token_owner_and_visible(qo_indptr.to("meta"), seq_lens_k.to("meta"), T)
+    except NotImplementedError as e:
+        if "meta" not in str(e).lower() and "Cannot" not in str(e):
+            raise
+        got = e
+    except Exception as e:  # noqa: BLE001 - 换成中文说明
+        got = e
+    check(not isinstance(got, BaseException),
+          f"{call} 出错了：{type(got).__name__}: {str(got).splitlines()[0] if str(got) else ''}\n"
+          "  meta 张量没有数据：这说明你的写法要读张量里的数（tolist、item、int(...)、repr、按布尔掩码取、"
+          "不给 output_size 的 repeat_interleave……）。GPU 上这些都要等 GPU 算完，图也录不下来")
+    check_type(got, tuple, f"{call} 的返回值")
+    check(len(got) == 2, f"{call} 应该返回 (owner, visible)")
+    for name, t in zip(("owner", "visible"), got):
+        check_tensor(t, f"{call} 的 {name}", shape=(T,), dtype=torch.int64)
+        check(t.device.type == "meta", f"{call} 的 {name} 在 {t.device} 上：返回值要和输入在同一个设备上")
+
+
 def run(mod: object) -> None:
     require(mod, "token_owner_and_visible")
     rng = random.Random(SEED)
@@ -106,6 +130,7 @@ def run(mod: object) -> None:
           "GPU 上每取一次都要等 GPU 算完，第 18 章的图也录不下来：用 searchsorted、按下标取这类张量运算整批算")
     check(len(big) <= len(small) + 2, f"token_owner_and_visible 做的 torch 运算次数随批大小增长：几个请求时 "
           f"{len(small)} 次，几百个请求时 {len(big)} 次。要整批一次算，不逐个请求、逐个 token 循环")
+    check_meta(mod, *make_batch(rng, rng.randint(2, 8)))
     bad = [((torch.zeros(2, 3, dtype=torch.int32), torch.zeros(2, dtype=torch.int32), 0), "qo_indptr 是二维的"),
            ((torch.zeros(4, dtype=torch.int32), torch.zeros(2, dtype=torch.int32), 0), "长度对不上"),
            ((torch.zeros(3, dtype=torch.int32), torch.zeros(2, dtype=torch.int32), -rng.randint(1, 9)), "num_tokens 是负数")]
