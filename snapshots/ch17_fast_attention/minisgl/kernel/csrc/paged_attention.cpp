@@ -25,7 +25,7 @@ void attend_one(const scalar_t* q, const scalar_t* k, const scalar_t* v, const i
   std::vector<float> qf(G * d);
   for (int64_t i = 0; i < G * d; ++i) qf[i] = static_cast<float>(q[i]) * scale;
   // 第一遍：分数和每个头的最大值（softmax 先减最大值，exp 才不会溢出）
-  std::vector<float> max_score(G, -std::numeric_limits<float>::infinity());
+  std::vector<float> max_score(G, std::numeric_limits<float>::lowest());  // 分数都是有限的数
   for (int64_t j = 0; j < n; ++j) {
     const scalar_t* kr = k + static_cast<int64_t>(slots[j]) * k_stride;
     for (int64_t g = 0; g < G; ++g) {
@@ -39,11 +39,15 @@ void attend_one(const scalar_t* q, const scalar_t* k, const scalar_t* v, const i
   }
   std::vector<float> denom(G, 0.f);
   for (int64_t g = 0; g < G; ++g) {
-    for (int64_t j = 0; j < n; ++j) {
-      const float e = std::exp(scores[g * n + j] - max_score[g]);
-      scores[g * n + j] = e;
-      denom[g] += e;
+    float* sg = scores.data() + g * n;
+    const float m = max_score[g];
+    float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t j = 0; j < n; ++j) {  // -ffast-math + omp simd：编译器换成一次算 8 个的向量 exp
+      sg[j] = std::exp(sg[j] - m);
+      sum += sg[j];
     }
+    denom[g] = sum;
   }
   // 第二遍：按权重累加 V
   for (int64_t j = 0; j < n; ++j) {
