@@ -24,6 +24,11 @@ from IPython.display import Markdown
 from minibook.page import *
 setup(17)
 
+import os
+import sys
+
+sys.path.insert(0, "examples")  # 测量的函数在 examples/ch17_bench.py 里
+
 
 def in_fold(md) -> Markdown:
     """缩进 4 格：接在上一个 markdown 单元开头的 ??? 折叠框里。"""
@@ -73,13 +78,9 @@ tree()
 # 真实引擎，SmolLM2，32 个请求、每个 256 个 token 的上下文，一起 decode。`torch.profiler` 记下一步里的算子：
 
 # %%
-# NBVAL_IGNORE_OUTPUT
-import os
-import sys
-
+# NBVAL_SKIP
 import torch
 
-sys.path.insert(0, "examples")  # 测量的函数在 examples/ch17_bench.py 里
 from ch17_bench import HEAD_DIM, HKV, LAYERS, gathered_mib, step_profile
 
 BATCH, CONTEXT = 32, 256
@@ -92,7 +93,24 @@ print(f"每步拷出的 K/V：{gathered_mib(BATCH, CONTEXT) * LAYERS:.0f} MiB（
 print(f"（机器的 1 分钟平均负载 {os.getloadavg()[0]:.1f}，{os.cpu_count()} 个核，{torch.get_num_threads()} 个线程）")
 
 # %% [markdown]
-# 拷贝不是注意力本身：它只是把已经在池子里的数换个地方放。上下文变长、批变大，它和上下文总长度成正比地涨。
+# 拷贝不是注意力本身：它只是把已经在池子里的数换个地方放，而且和整批的上下文总长度成正比地涨。和权重比一比：
+
+# %%
+import math
+
+from safetensors import safe_open
+
+from ch17_bench import gathered_mib as copied_mib
+from minibook.models import smollm2
+
+with safe_open(str(smollm2() / "model.safetensors"), "pt") as f:
+    params = sum(math.prod(f.get_slice(name).get_shape()) for name in f.keys())
+weights_mib = params * 4 / 2**20
+print(f"SmolLM2 的 float32 权重：{weights_mib:.0f} MiB（每步 decode 都要读一遍）")
+for batch, context in ((8, 1024), (32, 1024), (32, 4096)):
+    step = copied_mib(batch, context) * 30
+    print(f"批 {batch:>2}、上下文 {context}：torch 后端每步拷出 {step:5.0f} MiB 的 K/V，是权重的 {step / weights_mib:.1f} 倍")
+assert copied_mib(32, 1024) * 30 > weights_mib
 #
 # ## plan 一次，每层 run：GPU 后端的样子
 #
@@ -145,12 +163,12 @@ in_fold(listing("minisgl/kernel/csrc/paged_attention.cpp", "paged_attention"))
 #
 #     文件末尾的 `TORCH_LIBRARY(minisgl, m)` 声明算子的签名，`TORCH_LIBRARY_IMPL(minisgl, CPU, m)` 给出 CPU 上的实现：加载这个 .so 时登记就完成了，Python 这边不需要绑定代码，调用写成 `torch.ops.minisgl.paged_attention(...)`。`kernel/__init__.py` 用 `torch.utils.cpp_extension` 调 g++ 和 ninja 编译（`-O3 -march=native -fopenmp`），产物按“源码 + 编译选项 + CPU 的指令集 + torch 和 Python 的版本”的摘要命名，放进 torch 的扩展缓存：同样的源码在哪一章的树里都只编一次，测试套件只付一次编译的时间。没有编译器的机器上，`auto` 退回 torch 后端并打印一行原因，点名要 `paged` 的则在建引擎时报错（测试里把 `CXX` 指向一个不存在的程序试过）。登记的细节、给 `torch.compile` 用的假实现，都在第 19 章。
 #
-# ## 量一量：一层 decode 注意力
+# ## 不拷以后，每一格都更快
 #
 # `examples/ch17_bench.py` 用真实的 KV 池、页表和分配器（每个请求的提示占一段连续的槽位，decode 的新 token 交错），量一层 decode 注意力（存这一步的 K/V + 注意力），两个后端轮流各量 3 轮取中位数：
 
 # %%
-# NBVAL_IGNORE_OUTPUT
+# NBVAL_SKIP
 from ch17_bench import layer_grid, print_layer_grid
 
 rows = layer_grid()
@@ -174,14 +192,14 @@ plt.tight_layout()
 plt.show()
 
 # %% [markdown]
-# 不拷以后，一层省下的是写一份副本、再读一遍副本。批大小 1、上下文很长时，一个请求只有 3 个 KV 头，也就只有 3 份活：多出来的核闲着，这是 GPU 上 split-K（“flash decoding”）要解决的事，练习 52 写它合并的那一步。
+# 每一格 paged 都更快：省下的是写一份副本、再读一遍副本，批越大、上下文越长，副本越大。批大小 1、上下文很长时，一个请求只有 3 个 KV 头，也就只有 3 份活：多出来的核闲着，这是 GPU 上 split-K（“flash decoding”）要解决的事，练习 52 写它合并的那一步。
 #
 # ## prefill 交给 SDPA：混合后端
 #
-# 同一个算子也能算 prefill。一个 512 个 token 的提示，两个后端各算一层：
+# 同一个算子也能算 prefill，但在这里它比 SDPA 慢。一个 512 个 token 的提示，两个后端各算一层：
 
 # %%
-# NBVAL_IGNORE_OUTPUT
+# NBVAL_SKIP
 from ch17_bench import prefill_compare
 
 p = prefill_compare()
@@ -232,10 +250,10 @@ run("python examples/ch17_plan_race.py")
 # - 每份元数据被 4 层各用一次。
 # - 三种后端各自的 4 个请求都与 HF 一致；`auto` 选出的是 prefill 用 SDPA、decode 用 paged 的混合后端。
 #
-# 整个模型一步 decode 的时间（不开 profiler，不重叠，上下文 512）：
+# 整个模型一步 decode 的时间（不开 profiler，不重叠，上下文 512）。注意力只是一步里的一部分（上面量的：批 32 时拷贝和 SDPA 合起来不到三成），所以整步的收益比一层小，批小时在抖动之内：
 
 # %%
-# NBVAL_IGNORE_OUTPUT
+# NBVAL_SKIP
 from ch17_bench import step_compare
 
 for r in step_compare():
@@ -274,7 +292,7 @@ run("python -m pytest -q --color=no tests/test_ch17_fast_attention.py")
 # %% [markdown]
 # ## 怎么讲清楚
 #
-# 注意力后端要做的事每层都一样：存这一步的 K/V，按页表找到每个请求的全部 K/V，算注意力。快的后端把“找”变成元数据，每步整理一次；再把“读”交给一个隔着页表读池子的内核，不先拷成一块。decode 是搬运活，用这种内核；prefill 是算力活，用分块矩阵乘的 SDPA。重用元数据缓冲区时，写入要排在还在读它的那一批之后。
+# 注意力后端要做的事每层都一样：存这一步的 K/V，按页表找到每个请求的全部 K/V，算注意力。快的后端把“找”变成元数据，每步整理一次；再把“读”交给一个隔着页表读池子的内核，不先拷成一块：批 32、上下文 1024 的 SmolLM2，每步少拷 1.4 GiB，比权重还多。decode 是搬运活，用这种内核；prefill 是算力活，用分块矩阵乘的 SDPA。重用元数据缓冲区时，写入要排在还在读它的那一批之后。
 
 # %% [markdown]
 # ## 练习
