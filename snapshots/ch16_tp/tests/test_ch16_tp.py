@@ -175,6 +175,9 @@ class Ranks:
                     return pipe.recv()
                 except EOFError:  # 这个 rank 退出了，管道里也没有消息了
                     self.pipes.remove(pipe)
+                    pipe.close()
+        if not self.pipes:
+            raise TimeoutError("每个 rank 都退出了，没有更多的消息")
         raise TimeoutError(f"{timeout:.0f} 秒内没有任何 rank 交回消息（还开着的管道：{len(self.pipes)} 根）")
 
     def results(self) -> dict[int, dict]:
@@ -192,6 +195,9 @@ class Ranks:
             if p.is_alive():
                 p.kill()
                 p.join()
+        for pipe in self.pipes:
+            pipe.close()
+        self.pipes = []
 
 
 def run_ranks(size: int, task: str, **kw) -> dict[int, dict]:
