@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import json
+import multiprocessing.connection as mp_connection
 import os
 import re
 import shutil
@@ -58,11 +59,11 @@ def hf_text_tokens(model, prompt: str, n: int = NEW) -> list[int]:
 
 
 def _rank_entry(rank: int, size: int, port: int, out, task: str, kw: dict) -> None:
-    """rank 进程的入口：跑 TASKS[task]，把结果或异常（一行字）交回测试进程。"""
+    """rank 进程的入口：跑 TASKS[task]，把结果或异常（一行字）经自己的管道交回测试进程。"""
     try:
-        out.put((rank, "ok", TASKS[task](rank, size, port, out, **kw)))
+        out.send((rank, "ok", TASKS[task](rank, size, port, out, **kw)))
     except BaseException as e:  # 交回去让测试判断；进程照样退出
-        out.put((rank, "error", f"{type(e).__name__}: {e}"))
+        out.send((rank, "error", f"{type(e).__name__}: {e}"))
 
 
 def _new_llm(rank: int, size: int, port: int, model: str, **fields):
@@ -124,7 +125,7 @@ def _task_generate_forever(rank, size, port, out, model, distributed_timeout=60.
     llm = _new_llm(rank, size, port, model, distributed_timeout=distributed_timeout)
     params = SamplingParams(max_tokens=32, ignore_eos=True)
     llm.generate(PROMPTS[:2], params)
-    out.put((rank, "running", os.getpid()))
+    out.send((rank, "running", os.getpid()))
     while True:
         llm.generate(PROMPTS[:2], params)
 
@@ -144,19 +145,40 @@ TASKS = {"generate": _task_generate, "generate_forever": _task_generate_forever,
 
 
 class Ranks:
-    """size 个 rank 进程（只起 ranks 里的那几个），结果从一个队列里收。"""
+    """size 个 rank 进程（只起 ranks 里的那几个），结果经每个 rank 自己的管道收回来。
+
+    不用一个大家共用的 multiprocessing.Queue：几个进程往同一个队列里写，要轮流拿一把跨进程的锁；
+    测试会 kill -9 某个 rank，它要是正拿着这把锁（刚发完一条消息、还没放下），别的 rank 再也写不进去，
+    测试就收不到它们的报错。一个 rank 一根管道，死了的 rank 只是让自己那根管道到了头。
+    """
 
     def __init__(self, size: int, task: str, ranks: list[int] | None = None, **kw) -> None:
         ctx = mp.get_context("spawn")
-        self.out = ctx.Queue()
         port = free_port()
-        self.procs = {r: ctx.Process(target=_rank_entry, args=(r, size, port, self.out, task, kw))
-                      for r in (range(size) if ranks is None else ranks)}
-        for p in self.procs.values():
-            p.start()
+        self.procs, self.pipes = {}, []
+        for r in (range(size) if ranks is None else ranks):
+            reader, writer = ctx.Pipe(duplex=False)
+            self.procs[r] = ctx.Process(target=_rank_entry, args=(r, size, port, writer, task, kw))
+            self.procs[r].start()
+            writer.close()  # 测试进程只读；子进程退出后读端才会读到头（EOF）
+            self.pipes.append(reader)
 
     def get(self, timeout: float = DEADLINE) -> tuple:
-        return self.out.get(timeout=timeout)
+        """下一条消息（哪个 rank 先发就先收哪个）；timeout 秒内没有任何消息时抛 TimeoutError。"""
+        deadline = time.monotonic() + timeout
+        while self.pipes:
+            ready = mp_connection.wait(self.pipes, timeout=max(0.0, deadline - time.monotonic()))
+            if not ready:
+                break
+            for pipe in ready:
+                try:
+                    return pipe.recv()
+                except EOFError:  # 这个 rank 退出了，管道里也没有消息了
+                    self.pipes.remove(pipe)
+                    pipe.close()
+        if not self.pipes:
+            raise TimeoutError("每个 rank 都退出了，没有更多的消息")
+        raise TimeoutError(f"{timeout:.0f} 秒内没有任何 rank 交回消息（还开着的管道：{len(self.pipes)} 根）")
 
     def results(self) -> dict[int, dict]:
         """等每个 rank 交回结果；有 rank 出错就让测试失败，并带上它的报错。"""
@@ -173,6 +195,9 @@ class Ranks:
             if p.is_alive():
                 p.kill()
                 p.join()
+        for pipe in self.pipes:
+            pipe.close()
+        self.pipes = []
 
 
 def run_ranks(size: int, task: str, **kw) -> dict[int, dict]:
