@@ -543,10 +543,7 @@ class Peer:
             entry = self.mirror.get(str(body))
             if entry is None and "data" in data:
                 t = self._tensor_from(data)
-                # 这个名字这边已经放掉了（放掉的消息也许已在路上，对面随后就会忘掉它）：重建的张量另起一个
-                # 新名字，之后再交回去时按新张量连内容一起传，不让对面去找一个它已经忘了的名字
-                name = self._new_ref() if str(body).startswith(self.side) else str(body)
-                self._watch(name, t, strong=True)
+                self._watch(str(body), t, strong=True)
                 return t
             if entry is None:
                 raise ProtocolError(f"对面提到了一个不存在的张量 {body}")
