@@ -443,7 +443,10 @@ class Peer:
             if kind is torch.Tensor or kind is torch.nn.Parameter:
                 ref = self._mirrored(obj)
                 if ref is not None and not ref.startswith(self.side):
-                    # 对面来的张量：对面的原件可能已经没了（它那边的释放还在路上），内容一起带上
+                    # 对面来的张量：对面的原件可能已经没了（它那边的释放还在路上），内容一起带上；
+                    # 对面收到后会按同一个名字重建它，所以已经收到、还没执行的那次释放作废
+                    if ref in self._deferred_release:
+                        self._deferred_release.remove(ref)
                     return {"$TR": ref, "rg": bool(obj.requires_grad), **self._tensor_payload(obj)}
                 if ref is not None:
                     return {"$TR": ref}
@@ -542,6 +545,9 @@ class Peer:
         if tag == "$TR":
             entry = self.mirror.get(str(body))
             if entry is None and "data" in data:
+                # 这边的原件已经没了，对面带来了内容：按原名重建；还没发出去的那次释放作废（对面还留着这个名字）
+                if body in self.released:
+                    self.released.remove(body)
                 t = self._tensor_from(data)
                 self._watch(str(body), t, strong=True)
                 return t
