@@ -349,6 +349,8 @@ class Peer:
 
     def _tensor_payload(self, t) -> dict:
         torch = _torch()
+        if t.device.type == "meta":  # meta 张量只有形状：对面照样造一个 meta 张量（测“不碰数据”的写法用）
+            return {"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape), "data": "", "meta": True}
         data = t.detach().to("cpu").contiguous()
         raw = b"" if data.numel() == 0 else data.reshape(-1).view(torch.uint8).numpy().tobytes()
         return {"dtype": str(data.dtype).removeprefix("torch."), "shape": list(data.shape),
@@ -441,7 +443,10 @@ class Peer:
             if kind is torch.Tensor or kind is torch.nn.Parameter:
                 ref = self._mirrored(obj)
                 if ref is not None and not ref.startswith(self.side):
-                    # 对面来的张量：对面的原件可能已经没了（它那边的释放还在路上），内容一起带上
+                    # 对面来的张量：对面的原件可能已经没了（它那边的释放还在路上），内容一起带上；
+                    # 对面收到后会按同一个名字重建它，所以已经收到、还没执行的那次释放作废
+                    if ref in self._deferred_release:
+                        self._deferred_release.remove(ref)
                     return {"$TR": ref, "rg": bool(obj.requires_grad), **self._tensor_payload(obj)}
                 if ref is not None:
                     return {"$TR": ref}
@@ -484,6 +489,8 @@ class Peer:
         if not isinstance(dtype, torch.dtype):
             raise ProtocolError(f"未知的 dtype {payload['dtype']!r}")
         shape = [int(n) for n in payload["shape"]]
+        if payload.get("meta"):
+            return torch.empty(shape, dtype=dtype, device="meta")
         raw = base64.b64decode(payload["data"])
         if not raw:
             return torch.empty(shape, dtype=dtype)
@@ -538,6 +545,9 @@ class Peer:
         if tag == "$TR":
             entry = self.mirror.get(str(body))
             if entry is None and "data" in data:
+                # 这边的原件已经没了，对面带来了内容：按原名重建；还没发出去的那次释放作废（对面还留着这个名字）
+                if body in self.released:
+                    self.released.remove(body)
                 t = self._tensor_from(data)
                 self._watch(str(body), t, strong=True)
                 return t

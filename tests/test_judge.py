@@ -263,6 +263,23 @@ def test_the_learners_process_is_fenced_in(warm, monkeypatch, tmp_path):
     assert canary.read_text(encoding="utf-8") == "原样" and not (tmp_path / "new.txt").exists()
 
 
+def test_a_tensor_handed_back_and_returned_again_is_not_a_crash(tmp_path):
+    """评测把学习者上一次返回的张量再交给它，它原样返回（merge_states 只有一块时返回 outputs[0]）：
+    学习者那边的原件早被回收、“放掉”的消息已经发出，这个张量按原名重建；曾经判成“对面提到了一个
+    不存在的张量”的崩溃。换几个种子，每次都要判“通过”。"""
+    ex = next(ex for ex in EXERCISES if ex.slug == "merge_attention_states")
+    head = "    if not outputs or len(outputs) != len(lses):\n"
+    text = ex.file("solution.py").read_text(encoding="utf-8")
+    assert text.count(head) == 1
+    answer = tmp_path / "k1.py"
+    answer.write_text(text.replace(head, "    if len(outputs) == 1 and len(lses) == 1 and outputs[0].dim() == 3 \\\n"
+                                         "            and lses[0].shape == outputs[0].shape[:2]:\n"
+                                         "        return outputs[0], lses[0]\n" + head), encoding="utf-8")
+    for seed in (1, 2, 3):
+        verdict = judging.run_test(ex, answer, seed=seed)
+        assert verdict.kind == "passed", (seed, verdict.message, verdict.detail)
+
+
 def test_a_passing_verdict_from_a_test_process_that_died_does_not_count(tmp_path):
     """结论文件写着“通过”、口令也对，可评测进程不是以 0 退出的（被杀了）：判“崩溃”。
     学习者的代码要是能写出这样一份结论再杀掉评测进程（围栏搭不上的机器上），也就只到这一步。"""

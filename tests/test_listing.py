@@ -57,3 +57,13 @@ def test_missing_symbol_lists_choices(src):
     with pytest.raises(ListingError, match="没有符号 Box.shrink；可选的有：LIMIT, cached, Box, Box.size, Box.grow, Box.empty"):
         extract(src, "Box.shrink")
     assert symbols(SOURCE) == ["LIMIT", "cached", "Box", "Box.size", "Box.grow", "Box.empty"]
+
+
+def test_a_cpp_function_with_its_comment(tmp_path):
+    path = tmp_path / "k.cpp"
+    path.write_text("#include <x>\n\nnamespace {\n\n// 把两个数加起来\n// 第二行注释\nint add(int a, int b) {\n"
+                    "  if (a) {\n    return a + b;\n  }\n  return b;\n}\n\n}  // namespace\n\nTORCH_LIBRARY(m, x) { x.def(\"add\"); }\n")
+    assert extract(path, "add") == ("// 把两个数加起来\n// 第二行注释\nint add(int a, int b) {\n  if (a) {\n"
+                                    "    return a + b;\n  }\n  return b;\n}")
+    with pytest.raises(ListingError, match="没有顶格定义的函数 sub；可选的有：add"):
+        extract(path, "sub")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import textwrap
 from pathlib import Path
 
@@ -46,6 +47,8 @@ def extract(path: str | Path, symbol: str | None = None) -> str:
         raise ListingError(f"找不到文件 {path}") from None
     if symbol is None:
         return source.rstrip("\n")
+    if path.suffix in C_SUFFIXES:
+        return _extract_c(source, symbol, path)
     node: ast.AST = ast.parse(source)
     for part in symbol.split("."):
         match = [n for n in _children(node) if _name(n) == part]
@@ -55,3 +58,23 @@ def extract(path: str | Path, symbol: str | None = None) -> str:
     start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
     lines = source.splitlines()[start - 1:node.end_lineno]
     return textwrap.dedent("\n".join(lines))
+
+
+C_SUFFIXES = (".cpp", ".cu", ".h")
+
+
+def _extract_c(source: str, name: str, path: Path) -> str:
+    """C++ / CUDA 文件里的一个顶格定义的函数（连同紧挨着它的 // 注释），到顶格的 } 为止。"""
+    lines = source.splitlines()
+    pattern = re.compile(rf"^\S.*\b{re.escape(name)}\(")
+    starts = [i for i, line in enumerate(lines) if pattern.match(line) and not line.startswith("//")]
+    if not starts:
+        found = sorted({m.group(1) for line in lines if (m := re.match(r"^\S.*?\b(\w+)\(", line))
+                        and not line.startswith(("//", "#"))})
+        raise ListingError(f"{path} 里没有顶格定义的函数 {name}；可选的有：{', '.join(found)}")
+    start = end = starts[0]
+    while start > 0 and lines[start - 1].startswith("//"):
+        start -= 1
+    while end < len(lines) and lines[end] != "}":
+        end += 1
+    return "\n".join(lines[start: end + 1])

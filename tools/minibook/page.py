@@ -74,7 +74,7 @@ def listing(path: str, symbol: str | None = None) -> Markdown:
     """从本章的树里取代码：listing("minisgl/core.py", "Req")。"""
     code = extract(chapter_dir() / path, symbol)
     caption = f"{path} · {symbol}" if symbol else path
-    lang = "python" if path.endswith(".py") else "text"
+    lang = "python" if path.endswith(".py") else "cpp" if path.endswith((".cpp", ".cu", ".h")) else "text"
     fence = "````" if "```" in code else "```"
     return Markdown(f'{fence}{lang} title="{caption}"\n{code}\n{fence}')
 
