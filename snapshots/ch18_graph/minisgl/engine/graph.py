@@ -13,6 +13,7 @@ decode 一步的计算量很小，时间大半花在"发射"上：每个算子�
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import torch
@@ -77,6 +78,7 @@ class GraphRunner:
         self.dummy_req = dummy_req
         self.device = device
         self.compiles = 0  # CPU：inductor 真正编译了几次（每个批大小应当恰好一次）
+        self.capture_seconds = 0.0  # 录制（编译）全部批大小花了多久
         self._graphs: dict[int, torch.cuda.CUDAGraph] = {}
         self._outputs: dict[int, torch.Tensor] = {}  # GPU：每份图写 logits 的固定输出
         self._compiled: dict[int, object] = {}  # CPU：每个批大小编译好的前向
@@ -88,10 +90,14 @@ class GraphRunner:
         attn_backend.init_capture_graph(max_bs, max_seq_len)
         for bs in bs_list:
             self._static[bs] = self._static_batch(bs)
+        start = time.perf_counter()
         if is_cuda(device):
             self._capture_cuda(stream)
         else:
             self._compile_cpu()
+        self.capture_seconds = time.perf_counter() - start
+        logger.info_rank0("%s：%d 个批大小 %s，用了 %.1f 秒", "CUDA 图" if is_cuda(device) else "torch.compile",
+                          len(bs_list), bs_list, self.capture_seconds)
 
     def _static_batch(self, bs: int) -> Batch:
         batch = Batch(reqs=[self.dummy_req] * bs, phase="decode")
@@ -115,7 +121,6 @@ class GraphRunner:
                     self._outputs[bs] = self.model.forward()
             pool = graph.pool()
             self._graphs[bs] = graph
-        logger.info_rank0("CUDA 图：录好了 %d 个批大小 %s", len(self.bs_list), self.bs_list)
 
     def _inductor(self, gm: torch.fx.GraphModule, example_inputs: list) -> object:
         """torch.compile 的后端：就是 inductor，只是数一数它被叫了几次（= 编译了几次）。"""
@@ -133,7 +138,6 @@ class GraphRunner:
             with self.ctx.forward_batch(self._static[bs]), torch.inference_mode():
                 compiled()  # 第一次调用时编译
             self._compiled[bs] = compiled
-        logger.info_rank0("torch.compile：编译好了 %d 个批大小 %s", len(self.bs_list), self.bs_list)
 
     def can_replay(self, batch: Batch) -> bool:
         """这一批能走录好的图吗：decode 批，补齐后的大小正好录过。"""
