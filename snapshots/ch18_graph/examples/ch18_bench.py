@@ -27,7 +27,7 @@ STEPS = 12  # 每个批大小量几步 decode（前 2 步不算：第一次跑�
 TREE = Path(__file__).resolve().parents[1]
 
 
-def step_times(batches=BATCHES, context: int = CONTEXT, steps: int = STEPS) -> list[dict]:
+def step_times(batches=BATCHES, context: int = CONTEXT, steps: int = STEPS) -> tuple[list[dict], bool, int]:
     """每个批大小：逐个算子和编译后一步 decode（前向 + 采样）的中位数（ms），以及两者的 token 是否相同。"""
     os.environ["MINISGL_DISABLE_OVERLAP_SCHEDULING"] = "1"  # 不重叠：每一步当场算完，计时才准
     longest = context + steps + 2
@@ -67,6 +67,44 @@ def step_times(batches=BATCHES, context: int = CONTEXT, steps: int = STEPS) -> l
         rows.append({"batch": batch, "eager_ms": eager, "compiled_ms": compiled})
     assert compiles == len(batches), f"量的时候又编译了：{compiles} 次"
     return rows, all(same), len(same)
+
+
+def step_profile(context: int = CONTEXT) -> dict:
+    """批大小 1 的一步 decode，逐个算子和编译后各用 torch.profiler 记一遍：算子调用数、矩阵乘的时间。"""
+    from torch.profiler import ProfilerActivity, profile
+
+    os.environ["MINISGL_DISABLE_OVERLAP_SCHEDULING"] = "1"
+    llm = LLM(smollm2(), cuda_graph_bs=(1,), max_running_req=1, num_page_override=context + 64,
+              max_seq_len_override=context + 32)
+    engine, runner = llm.engine, llm.engine.graph_runner
+    forward = engine._forward_and_sample
+    result: dict[str, dict] = {}
+    decode_steps = []
+
+    def profiled(batch, args, out=None):
+        if not runner.can_replay(batch):
+            return forward(batch, args, out)
+        decode_steps.append(batch)
+        if len(decode_steps) == 4:  # 前几步预热
+            for mode in ("eager", "compiled"):
+                runner.can_replay = (lambda b: False) if mode == "eager" else type(runner).can_replay.__get__(runner)
+                with profile(activities=[ProfilerActivity.CPU]) as prof:
+                    start = time.perf_counter()
+                    forward(batch, args)
+                    total = time.perf_counter() - start
+                del runner.can_replay
+                events = [e for e in prof.events() if e.name.startswith("aten::")]
+                top = [e for e in events if e.cpu_parent is None or not e.cpu_parent.name.startswith("aten::")]
+                result[mode] = {"aten_calls": len(top), "total_ms": total * 1e3,
+                                "mm_ms": sum(e.cpu_time_total for e in top if e.name in ("aten::mm", "aten::addmm",
+                                                                                       "aten::linear")) / 1e3}
+        return forward(batch, args, out)
+
+    engine._forward_and_sample = profiled
+    prompt = [random.Random(1).randrange(1000, 40000) for _ in range(context)]
+    llm.generate([prompt], SamplingParams(max_tokens=8, ignore_eos=True))
+    llm.shutdown()
+    return result
 
 
 def compile_seconds(batches=BATCHES, cache_dir: str | None = None) -> float:
