@@ -91,7 +91,7 @@ for mode, name in (("eager", "逐个算子"), ("compiled", "编译后")):
 print(f"（机器的 1 分钟平均负载 {os.getloadavg()[0]:.1f}，{torch.get_num_threads()} 个线程）")
 
 # %% [markdown]
-# 逐个算子执行时，一步要调用几千个 aten 算子：每层的归一化、RoPE、切片、拼接、激活都是单独的一次调用，每次都要过一遍 Python 和分派。矩阵乘之外的部分才是图捕获要省的：编译后 aten 算子只剩下矩阵乘这类“外部调用”，其余的逐元素运算被 inductor 融合进几十个 C++ 循环。
+# 逐个算子执行时，一步要调用两千多个 aten 算子：每层的归一化、RoPE、切片、激活都是单独的一次调用，每次都要过一遍 Python 和分派。编译后只剩四百来个：121 个矩阵乘（inductor 把其中一半换成了带加法的 `addmm`）、两个自定义算子里面的调用、采样；归一化、RoPE、激活这些逐元素运算融合进了几十个 C++ 循环。但也看得出上限在哪里：矩阵乘占了一步的四分之三以上，编译不碰它们。图捕获能省的，只是矩阵乘之外的那一小块。
 #
 # ## 录哪些批大小，怎么补齐
 #
@@ -175,16 +175,26 @@ listing("minisgl/engine/graph.py", "GraphRunner.replay")
 #
 # ## 写 KV 池：告诉编译器“我原地改它”
 #
-# 第一次编译时，编出来的一步比逐个算子执行还慢。原因在写 KV 池的那一行：`k_cache(layer)[out_loc] = k` 是在一个视图上原地赋值。inductor 先把整张图变成“函数式”的（没有原地修改），再把能原地做的改回去；视图上的写入它改不回去，于是生成的代码把那一层的池子整个拷一份、改完再拷回去，每层每步都这样。测试把同样的写入编译一遍，数出生成的代码里每个循环的长度：
+# 先看一个反例。把写 KV 池换回第 17 章的写法（`examples/ch18_bench.py` 的 `indexing_store_step` 在新进程里这样做），编译出来的一步比逐个算子执行还慢：
+
+# %%
+# NBVAL_SKIP
+from ch18_bench import indexing_store_step
+
+slow = indexing_store_step()
+print(f"批 1，写 KV 池用下标赋值：逐个算子 {slow['eager_ms']:.1f} ms，编译后 {slow['compiled_ms']:.1f} ms")
+
+# %% [markdown]
+# 原因在写 KV 池的那一行：`k_cache(layer)[out_loc] = k` 是在一个视图上原地赋值。inductor 先把整张图变成“函数式”的（没有原地修改），再把能原地做的改回去；视图上的写入它改不回去，于是生成的代码把那一层的池子整个拷一份、改完再拷回去，每层每步都这样。测试把同样的写入编译一遍，数出生成的代码里每个循环的长度：
 
 # %% tags=["remove-input"]
 listing("tests/test_ch18_graph.py", "test_compiled_store_kv_writes_the_pool_in_place_without_copying_it")
 
 # %% [markdown]
-# 办法是把写池子做成一个登记过的 torch 算子，声明它[原地改写](../glossary.md#mutating-op)整个池子（`mutates_args`）。编译器把它当作一次不透明的调用，不再去拷池子。传整个池子而不是这一层的视图，是量出来的：声明改写的是视图时，它照样把底下的整块池子拷一份。
+# 办法是把写池子做成一个登记过的 torch 算子，在签名里声明它[原地改写](../glossary.md#mutating-op)整个池子（`Tensor(a!)`）。编译器把它当作一次不透明的调用，不再去拷池子：上面那个测试里，编译出的代码只剩算 k、v 的那个 128 个数的循环。
 
 # %% tags=["remove-input"]
-listing("minisgl/kvcache/mha_pool.py", "_store_kv_op")
+listing("minisgl/kvcache/mha_pool.py", "_register_store_kv")
 
 # %% [markdown]
 # 第 17 章的 C++ 算子 `paged_attention` 也要让编译器认识：编译时不真的运行算子，只要知道输出的形状，所以加载后给它登记一个“假实现”（`register_fake`）。没有它，编译在第一次遇到这个算子时就报错。第 19 章把 `store_kv` 也换成 C++，同样的两件事再做一遍。
@@ -199,13 +209,16 @@ listing("minisgl/kernel/__init__.py", "_register_fakes")
 
 # %%
 # NBVAL_SKIP
-from ch18_bench import BATCHES, compile_seconds, step_times
+from ch18_bench import BATCHES, compile_seconds, cpp_wrapper_step, step_times
 
 rows, same, steps = step_times()
 for r in rows:
     print(f"批 {r['batch']:>2}：逐个算子 {r['eager_ms']:6.1f} ms   编译后 {r['compiled_ms']:6.1f} ms   "
           f"快 {r['eager_ms'] / r['compiled_ms']:.2f} 倍")
 print(f"两种跑法的 {steps} 步 token 全部相同：{same}")
+cpp = cpp_wrapper_step()
+print(f"批  1，inductor 的 C++ 外壳：逐个算子 {cpp['eager_ms']:6.1f} ms   编译后 {cpp['compiled_ms']:6.1f} ms   "
+      f"快 {cpp['eager_ms'] / cpp['compiled_ms']:.2f} 倍")
 print(f"（机器的 1 分钟平均负载 {os.getloadavg()[0]:.1f}，{torch.get_num_threads()} 个线程）")
 
 plt = pyplot()
@@ -220,7 +233,7 @@ plt.tight_layout()
 plt.show()
 
 # %% [markdown]
-# RESULT_PARAGRAPH
+# 编译后每个批大小都快了一些，但不多：省下的几毫秒，正是上面看到的矩阵乘之外的那一块（批 32 时还有注意力）。三个批大小、几十步的 token 两种跑法完全相同。inductor 默认用 Python 写“依次调用各个内核”的那层外壳；`TORCHINDUCTOR_CPP_WRAPPER=1` 让它用 C++ 写，批 1 时又省下一点。GPU 上是另一回事：那里一个小内核只算几微秒，和从 CPU 发射它的开销是同一个量级，CUDA 图省下的比例要大得多（`gpu_smoke.py` 在借到 GPU 时量这个比例；这台机器上没有 GPU，本页不给这个数）。CPU 上“发射”就是一次函数调用，一步的时间几乎就是读一遍权重的时间。要再快，只能少读字节：第 19 章的 int8、int4 权重。
 #
 # 编译要时间。inductor 把编译结果缓存在磁盘上（`TORCHINDUCTOR_CACHE_DIR`，默认在 `/tmp` 下），同样的图第二次编译时直接取；dynamo 跟踪字节码那一步每个进程都要重做。在新进程里编译同样三个批大小，先用一个空的缓存目录，再用同一个目录：
 
@@ -235,7 +248,7 @@ print(f"编译批大小 {BATCHES}：冷缓存 {cold:.1f} 秒，热缓存 {warm:.
 print(f"（机器的 1 分钟平均负载 {os.getloadavg()[0]:.1f}）")
 
 # %% [markdown]
-# COMPILE_PARAGRAPH
+# 冷缓存时，SmolLM2 的三个批大小要编一分多钟；热缓存时只剩 dynamo 跟踪字节码的十来秒。这就是 CPU 上默认不编译的原因：每次建引擎都要付这笔时间，而批 1 一步只省几毫秒，要生成上千个 token 才赚得回来。测试套件在同一台机器上只付一次冷编译，之后的测试都从磁盘缓存取。
 #
 # ## 错的版本：positions 不刷新
 #

@@ -13,10 +13,12 @@ import statistics
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 
+from ch17_bench import native_stderr_muted
 from minibook.models import smollm2
 from minisgl.core import SamplingParams
 from minisgl.llm import LLM
@@ -27,12 +29,27 @@ STEPS = 12  # 每个批大小量几步 decode（前 2 步不算：第一次跑�
 TREE = Path(__file__).resolve().parents[1]
 
 
+@contextmanager
+def no_overlap():
+    """不重叠：每一步当场算完，计时才准。离开时恢复原来的设置（notebook 里之后的单元还要用）。"""
+    key = "MINISGL_DISABLE_OVERLAP_SCHEDULING"
+    old = os.environ.get(key)
+    os.environ[key] = "1"
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ[key]
+        else:
+            os.environ[key] = old
+
+
 def step_times(batches=BATCHES, context: int = CONTEXT, steps: int = STEPS) -> tuple[list[dict], bool, int]:
     """每个批大小：逐个算子和编译后一步 decode（前向 + 采样）的中位数（ms），以及两者的 token 是否相同。"""
-    os.environ["MINISGL_DISABLE_OVERLAP_SCHEDULING"] = "1"  # 不重叠：每一步当场算完，计时才准
     longest = context + steps + 2
-    llm = LLM(smollm2(), cuda_graph_bs=tuple(batches), max_running_req=max(batches),
-              num_page_override=max(batches) * longest + 8, max_seq_len_override=longest)
+    with no_overlap():
+        llm = LLM(smollm2(), cuda_graph_bs=tuple(batches), max_running_req=max(batches),
+                  num_page_override=max(batches) * longest + 8, max_seq_len_override=longest)
     engine, runner = llm.engine, llm.engine.graph_runner
     forward = engine._forward_and_sample
     times: dict[int, dict[str, list[float]]] = {}
@@ -73,9 +90,9 @@ def step_profile(context: int = CONTEXT) -> dict:
     """批大小 1 的一步 decode，逐个算子和编译后各用 torch.profiler 记一遍：算子调用数、矩阵乘的时间。"""
     from torch.profiler import ProfilerActivity, profile
 
-    os.environ["MINISGL_DISABLE_OVERLAP_SCHEDULING"] = "1"
-    llm = LLM(smollm2(), cuda_graph_bs=(1,), max_running_req=1, num_page_override=context + 64,
-              max_seq_len_override=context + 32)
+    with no_overlap():
+        llm = LLM(smollm2(), cuda_graph_bs=(1,), max_running_req=1, num_page_override=context + 64,
+                  max_seq_len_override=context + 32)
     engine, runner = llm.engine, llm.engine.graph_runner
     forward = engine._forward_and_sample
     result: dict[str, dict] = {}
@@ -88,7 +105,7 @@ def step_profile(context: int = CONTEXT) -> dict:
         if len(decode_steps) == 4:  # 前几步预热
             for mode in ("eager", "compiled"):
                 runner.can_replay = (lambda b: False) if mode == "eager" else type(runner).can_replay.__get__(runner)
-                with profile(activities=[ProfilerActivity.CPU]) as prof:
+                with native_stderr_muted(), profile(activities=[ProfilerActivity.CPU]) as prof:
                     start = time.perf_counter()
                     forward(batch, args)
                     total = time.perf_counter() - start
@@ -107,21 +124,50 @@ def step_profile(context: int = CONTEXT) -> dict:
     return result
 
 
+def in_subprocess(code: str, **env: str) -> str:
+    """在这一章的树里起一个新的 Python 进程跑 code，返回它打印的最后一行。"""
+    full_env = {**os.environ, **env,
+                "PYTHONPATH": os.pathsep.join([str(TREE), str(TREE / "examples"), str(TREE.parents[1] / "tools"),
+                                               os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", code], env=full_env, capture_output=True, text=True, check=True)
+    return out.stdout.strip().splitlines()[-1]
+
+
+def cpp_wrapper_step(batch: int = 1) -> dict:
+    """同样的测量，但 inductor 用 C++ 写“调用各个内核”的那层外壳（TORCHINDUCTOR_CPP_WRAPPER=1）。
+    这个开关在 inductor 导入时读，所以在新进程里量。"""
+    import json
+
+    code = f"import json; from ch18_bench import step_times; print(json.dumps(step_times(({batch},))[0][0]))"
+    return json.loads(in_subprocess(code, TORCHINDUCTOR_CPP_WRAPPER="1"))
+
+
+def indexing_store_step(batch: int = 1) -> dict:
+    """对照：把写 KV 池换回第 17 章的写法（在这一层的视图上按下标赋值），同样量一遍。在新进程里量，
+    不影响这个进程里已经编译好的东西。"""
+    import json
+
+    code = ("import json\n"
+            "from minisgl.kvcache.mha_pool import MHAKVCachePool\n"
+            "def store_kv(self, k, v, out_loc, layer_id):\n"
+            "    self.k_cache(layer_id)[out_loc] = k\n"
+            "    self.v_cache(layer_id)[out_loc] = v\n"
+            "MHAKVCachePool.store_kv = store_kv\n"
+            f"from ch18_bench import step_times; print(json.dumps(step_times(({batch},))[0][0]))")
+    return json.loads(in_subprocess(code))
+
+
 def compile_seconds(batches=BATCHES, cache_dir: str | None = None) -> float:
     """在一个新进程里建引擎、编译这几个批大小，返回编译花的秒数。
 
     cache_dir 是 inductor 的磁盘缓存（TORCHINDUCTOR_CACHE_DIR）：空目录就是冷缓存，第二次用同一个目录就是热的。
     """
-    code = ("import sys; from minibook.models import smollm2; from minisgl.llm import LLM\n"
+    code = ("from minibook.models import smollm2; from minisgl.llm import LLM\n"
             f"llm = LLM(smollm2(), cuda_graph_bs={tuple(batches)!r}, max_running_req={max(batches)}, "
             "num_page_override=4096, max_seq_len_override=512)\n"
             "print(llm.engine.graph_runner.capture_seconds); llm.shutdown()")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TREE), str(TREE.parents[1] / "tools"),
-                                                        os.environ.get("PYTHONPATH", "")])}
-    if cache_dir is not None:
-        env["TORCHINDUCTOR_CACHE_DIR"] = cache_dir
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    return float(out.stdout.strip().splitlines()[-1])
+    env = {} if cache_dir is None else {"TORCHINDUCTOR_CACHE_DIR": cache_dir}
+    return float(in_subprocess(code, **env))
 
 
 def main() -> None:
@@ -134,6 +180,9 @@ def main() -> None:
         print(f"批 {r['batch']:>2}：逐个算子 {r['eager_ms']:6.1f} ms   编译后 {r['compiled_ms']:6.1f} ms   "
               f"快 {r['eager_ms'] / r['compiled_ms']:.2f} 倍")
     print(f"两种跑法的 {steps} 步 token 全部相同：{same}")
+    r = cpp_wrapper_step()
+    print(f"批  1，C++ 外壳：逐个算子 {r['eager_ms']:6.1f} ms   编译后 {r['compiled_ms']:6.1f} ms   "
+          f"快 {r['eager_ms'] / r['compiled_ms']:.2f} 倍")
     with tempfile.TemporaryDirectory() as cache:
         cold = compile_seconds(cache_dir=cache)
         warm = compile_seconds(cache_dir=cache)
