@@ -9,7 +9,7 @@ import functools
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
@@ -46,6 +46,36 @@ def hf_greedy(path: str | Path, prompt_ids: list[int], max_new_tokens: int) -> l
     new_ids = output[0, input_ids.shape[1]:].tolist()
     assert len(new_ids) == max_new_tokens, (len(new_ids), max_new_tokens)
     return new_ids
+
+
+def hf_greedy_rounded(path: str | Path, prompt_ids: list[int], max_new_tokens: int,
+                      round_weight: Callable[[str, torch.Tensor], torch.Tensor]) -> list[int]:
+    """同 hf_greedy，但每个线性层（LM head 也算）的权重先换成 round_weight(层名, 权重)。
+
+    给量化过的引擎对答案：round_weight 把权重量化再解回 float32，HF 就用和引擎一模一样的数在算。
+    LM head 和词嵌入共用权重时先拆开：只换 LM head 那份，查表仍用原来的。
+    """
+    model = _rounded_model(_key(path), round_weight)
+    input_ids = torch.tensor([list(prompt_ids)])
+    with quiet_transformers(), torch.inference_mode():
+        output = model.generate(input_ids, attention_mask=torch.ones_like(input_ids),
+                                generation_config=_greedy_config(max_new_tokens))
+    return output[0, input_ids.shape[1]:].tolist()
+
+
+@functools.lru_cache(maxsize=4)
+def _rounded_model(path: str, round_weight: Callable[[str, torch.Tensor], torch.Tensor]):
+    with quiet_transformers():
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    model.generation_config = GenerationConfig()
+    head = model.get_output_embeddings()
+    if head.weight is model.get_input_embeddings().weight:
+        head.weight = torch.nn.Parameter(head.weight.detach().clone())
+    with torch.no_grad():
+        for name, module in model.named_modules():
+            if isinstance(module, torch.nn.Linear):
+                module.weight.copy_(round_weight(name, module.weight.detach()))
+    return model
 
 
 def hf_logits(path: str | Path, prompt_ids: list[int]) -> torch.Tensor:

@@ -1,0 +1,149 @@
+"""第 19 章的测量：批大小 1 的 decode 有多快——我们的几种线性层 vs Hugging Face vs llama.cpp，同一次运行里。
+
+每个线程数（1、2）一个新进程：线程数在进程开始时定下，所有参赛者用同样的线程数。每个参赛者都从同一个
+提示出发贪心地生成，只算 decode：从第一个新 token 出来到最后一个出来，平均每秒几个 token。
+参赛者轮流跑 ROUNDS 轮，取中位数（机器是共用的：轮流跑，负载的起伏平摊到每个参赛者身上）。
+llama.cpp 是可选的（python -m minibook.llamacpp install / prepare），没装就不比它。
+直接运行打印全部结果：python examples/ch19_bench.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+from ch18_bench import in_subprocess, no_overlap
+from minibook import llamacpp
+from minibook.hf import encode
+from minibook.models import smollm2
+
+PROMPT = "Write a short story about a robot who learns to paint. Once upon a time,"
+NEW_TOKENS = 64
+ROUNDS = 3
+# 我们的参赛者：名字 → LLM 的设置。第一个是上一章的默认（torch 的 F.linear）
+OURS = {
+    "minisgl torch 线性层": dict(linear_kernel="torch"),
+    "minisgl C++ GEMV": dict(linear_kernel="cpp"),
+    "minisgl C++ GEMV + 编译": dict(linear_kernel="cpp", cuda_graph_bs=(1,)),
+    "minisgl int8 + 编译": dict(quantization="int8", cuda_graph_bs=(1,)),
+    "minisgl int4 + 编译": dict(quantization="int4", cuda_graph_bs=(1,)),
+}
+
+
+def our_rate(prompt: list[int], **fields) -> tuple[float, list[int]]:
+    """建一个引擎，贪心生成 NEW_TOKENS 个 token：decode 每秒几个 token，和生成的 token。"""
+    from minisgl.core import SamplingParams
+    from minisgl.llm import LLM
+
+    with no_overlap():  # 不重叠：每一步当场算完
+        llm = LLM(smollm2(), max_running_req=1, num_page_override=len(prompt) + NEW_TOKENS + 8,
+                  max_seq_len_override=len(prompt) + NEW_TOKENS + 4, **fields)
+    stamps: list[float] = []
+    forward = llm.engine._forward_and_sample
+
+    def stamped(batch, args, out=None):
+        result = forward(batch, args, out)
+        stamps.append(time.perf_counter())  # 每一步（prefill 出第一个 token，之后每步一个）结束的时刻
+        return result
+
+    llm.engine._forward_and_sample = stamped
+    ids = llm.generate([prompt], SamplingParams(max_tokens=NEW_TOKENS, ignore_eos=True))[0]["token_ids"]
+    llm.shutdown()
+    return (len(stamps) - 1) / (stamps[-1] - stamps[0]), ids
+
+
+def hf_rate(model, prompt: list[int]) -> tuple[float, list[int]]:
+    from transformers import GenerationConfig
+    from transformers.generation.streamers import BaseStreamer
+
+    class Stamps(BaseStreamer):  # generate 每出一个 token 调一次 put（第一次是提示本身）
+        def __init__(self) -> None:
+            self.times: list[float] = []
+
+        def put(self, value) -> None:
+            self.times.append(time.perf_counter())
+
+        def end(self) -> None:
+            pass
+
+    streamer = Stamps()
+    ids = torch.tensor([prompt])
+    config = GenerationConfig(do_sample=False, max_new_tokens=NEW_TOKENS, eos_token_id=None, pad_token_id=0)
+    with torch.inference_mode():
+        out = model.generate(ids, attention_mask=torch.ones_like(ids), generation_config=config, streamer=streamer)
+    t = streamer.times[1:]  # 去掉提示那一次：t[0] 是第一个新 token
+    return (len(t) - 1) / (t[-1] - t[0]), out[0, len(prompt):].tolist()
+
+
+def llamacpp_rate(model, prompt: list[int]) -> tuple[float, list[int]]:
+    stamps, ids = [], []
+    for token in model.generate(prompt, temp=0.0, top_k=1, repeat_penalty=1.0, reset=True):
+        stamps.append(time.perf_counter())
+        ids.append(token)
+        if len(ids) == NEW_TOKENS:
+            break
+    return (len(stamps) - 1) / (stamps[-1] - stamps[0]), ids
+
+
+def measure(threads: int) -> dict:
+    """在本进程里量全部参赛者（本进程的线程数 = threads）。返回 {名字: {"rate": 中位数, "same_as_hf": ...}}。"""
+    from transformers import AutoModelForCausalLM
+
+    from minibook.hf import quiet_transformers
+
+    torch.set_num_threads(threads)
+    path = smollm2()
+    prompt = encode(path, PROMPT)
+    with quiet_transformers():
+        hf = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    peers = {}
+    if llamacpp.available() is None:
+        from llama_cpp import Llama
+
+        for kind, gguf in llamacpp.gguf_paths().items():
+            peers[f"llama.cpp {kind}"] = Llama(model_path=str(gguf), n_ctx=512, n_threads=threads,
+                                               n_threads_batch=threads, verbose=False)
+    rates: dict[str, list[float]] = {}
+    tokens: dict[str, list[int]] = {}
+    for _ in range(ROUNDS):
+        for name in ["HF transformers", *OURS, *peers]:
+            if name == "HF transformers":
+                rate, ids = hf_rate(hf, prompt)
+            elif name in OURS:
+                rate, ids = our_rate(prompt, **OURS[name])
+            else:
+                rate, ids = llamacpp_rate(peers[name], prompt)
+            rates.setdefault(name, []).append(rate)
+            tokens[name] = ids
+    hf_ids = tokens["HF transformers"]
+    return {name: {"rate": statistics.median(r), "same_as_hf": sum(a == b for a, b in zip(tokens[name], hf_ids))}
+            for name, r in rates.items()}
+
+
+def decode_rates(threads: int) -> dict:
+    """在新进程里 measure(threads)：线程数在进程一开始就定下。"""
+    code = f"import json; from ch19_bench import measure; print(json.dumps(measure({threads})))"
+    return json.loads(in_subprocess(code, OMP_NUM_THREADS=str(threads)))
+
+
+def main() -> None:
+    reason = llamacpp.available()
+    print(f"SmolLM2，float32 权重，批大小 1，提示 {len(encode(smollm2(), PROMPT))} 个 token，"
+          f"decode {NEW_TOKENS} 个，{ROUNDS} 轮取中位数" + (f"；llama.cpp：{reason}" if reason else ""))
+    for threads in (1, 2):
+        result = decode_rates(threads)
+        hf = result["HF transformers"]["rate"]
+        print(f"\n{threads} 个线程：")
+        for name, r in result.items():
+            print(f"  {name:<24} {r['rate']:6.1f} token/s   {r['rate'] / hf:4.2f}× HF   "
+                  f"和 HF 相同的 token {r['same_as_hf']}/{NEW_TOKENS}")
+    print(f"（机器的 1 分钟平均负载 {os.getloadavg()[0]:.1f}）")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
