@@ -63,6 +63,16 @@ def hf_greedy_rounded(path: str | Path, prompt_ids: list[int], max_new_tokens: i
     return output[0, input_ids.shape[1]:].tolist()
 
 
+def hf_perplexity(path: str | Path, ids: list[int],
+                  round_weight: Callable[[str, torch.Tensor], torch.Tensor] | None = None) -> float:
+    """HF 在 ids 上的困惑度：exp(每个位置预测下一个 token 的平均负对数似然)。round_weight 同 hf_greedy_rounded。"""
+    model = _model(_key(path)) if round_weight is None else _rounded_model(_key(path), round_weight)
+    input_ids = torch.tensor([list(ids)])
+    with quiet_transformers(), torch.inference_mode():
+        logits = model(input_ids).logits[0, :-1].float()
+    return torch.nn.functional.cross_entropy(logits, input_ids[0, 1:]).exp().item()
+
+
 @functools.lru_cache(maxsize=4)
 def _rounded_model(path: str, round_weight: Callable[[str, torch.Tensor], torch.Tensor]):
     with quiet_transformers():

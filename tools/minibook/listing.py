@@ -64,9 +64,9 @@ C_SUFFIXES = (".cpp", ".cu", ".h")
 
 
 def _extract_c(source: str, name: str, path: Path) -> str:
-    """C++ / CUDA 文件里的一个顶格定义的函数（连同紧挨着它的 // 注释），到顶格的 } 为止。"""
+    """C++ / CUDA 文件里的一个顶格定义的函数或 struct（连同紧挨着它的 // 注释），到顶格的 } 或 }; 为止。"""
     lines = source.splitlines()
-    pattern = re.compile(rf"^\S.*\b{re.escape(name)}\(")
+    pattern = re.compile(rf"^(\S.*\b)?{re.escape(name)}(\(|\s*\{{)")
     starts = [i for i, line in enumerate(lines) if pattern.match(line) and not line.startswith("//")]
     if not starts:
         found = sorted({m.group(1) for line in lines if (m := re.match(r"^\S.*?\b(\w+)\(", line))
@@ -75,6 +75,6 @@ def _extract_c(source: str, name: str, path: Path) -> str:
     start = end = starts[0]
     while start > 0 and lines[start - 1].startswith("//"):
         start -= 1
-    while end < len(lines) and lines[end] != "}":
+    while end < len(lines) and lines[end] not in ("}", "};"):
         end += 1
     return "\n".join(lines[start: end + 1])

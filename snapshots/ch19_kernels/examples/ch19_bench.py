@@ -27,9 +27,9 @@ NEW_TOKENS = 64
 ROUNDS = 3
 # 我们的参赛者：名字 → LLM 的设置。第一个是上一章的默认（torch 的 F.linear）
 OURS = {
-    "minisgl torch 线性层": dict(linear_kernel="torch"),
-    "minisgl C++ GEMV": dict(linear_kernel="cpp"),
-    "minisgl C++ GEMV + 编译": dict(linear_kernel="cpp", cuda_graph_bs=(1,)),
+    "minisgl torch 算子": dict(cpu_kernels="torch"),
+    "minisgl C++ 算子": dict(cpu_kernels="cpp"),
+    "minisgl C++ 算子 + 编译": dict(cpu_kernels="cpp", cuda_graph_bs=(1,)),
     "minisgl int8 + 编译": dict(quantization="int8", cuda_graph_bs=(1,)),
     "minisgl int4 + 编译": dict(quantization="int4", cuda_graph_bs=(1,)),
 }
@@ -131,6 +131,43 @@ def decode_rates(threads: int) -> dict:
     return json.loads(in_subprocess(code, OMP_NUM_THREADS=str(threads)))
 
 
+# 算困惑度的固定文本（本书自己写的一段话，不在任何训练集里）
+PPL_TEXT = (
+    "The old lighthouse keeper climbed the stairs every evening to light the lamp. Ships passing in the night "
+    "relied on its steady beam to find their way around the rocky point. One winter the storms grew so fierce "
+    "that the keeper could not leave the tower for a week. He kept a journal of the waves, the wind and the few "
+    "boats that dared to sail. When spring came, the village children asked him to teach them how the lamp worked, "
+    "and he showed them the lenses, the gears and the small flame that could be seen twenty miles away."
+)
+
+
+def perplexities() -> dict[str, float]:
+    """PPL_TEXT 上的困惑度：HF float32、HF 换上我们的 int8 / int4 权重（引擎与它逐 token 相同）、llama.cpp。"""
+    from minibook.hf import hf_perplexity
+    from minisgl.layers.quant import dequantize_int4, dequantize_int8, quantize_int4, quantize_int8
+
+    def round8(name, w):
+        return dequantize_int8(*quantize_int8(w))
+
+    def round4(name, w):  # LM head 在 int4 模式下也是 int8，和引擎一样
+        return round8(name, w) if name == "lm_head" else dequantize_int4(*quantize_int4(w))
+
+    path = smollm2()
+    ids = encode(path, PPL_TEXT)
+    result = {"HF float32": hf_perplexity(path, ids), "int8 权重（HF 算）": hf_perplexity(path, ids, round8),
+              "int4 权重（HF 算）": hf_perplexity(path, ids, round4)}
+    if llamacpp.available() is None:
+        import numpy as np
+        from llama_cpp import Llama
+
+        for kind, gguf in llamacpp.gguf_paths().items():
+            model = Llama(model_path=str(gguf), n_ctx=512, logits_all=True, verbose=False)
+            model.eval(ids)
+            logits = torch.from_numpy(np.asarray(model.scores[: len(ids) - 1], dtype=np.float32))
+            result[f"llama.cpp {kind}"] = torch.nn.functional.cross_entropy(logits, torch.tensor(ids[1:])).exp().item()
+    return result
+
+
 def main() -> None:
     reason = llamacpp.available()
     print(f"SmolLM2，float32 权重，批大小 1，提示 {len(encode(smollm2(), PROMPT))} 个 token，"
@@ -142,6 +179,9 @@ def main() -> None:
         for name, r in result.items():
             print(f"  {name:<24} {r['rate']:6.1f} token/s   {r['rate'] / hf:4.2f}× HF   "
                   f"和 HF 相同的 token {r['same_as_hf']}/{NEW_TOKENS}")
+    print(f"\n一段 {len(encode(smollm2(), PPL_TEXT))} 个 token 的固定文本上的困惑度：")
+    for name, ppl in perplexities().items():
+        print(f"  {name:<20} {ppl:.4f}")
     print(f"（机器的 1 分钟平均负载 {os.getloadavg()[0]:.1f}）")
 
 

@@ -16,11 +16,13 @@ from minibook.hf import encode, hf_greedy, hf_greedy_rounded
 from minibook.models import smollm2, tiny_qwen3
 from minisgl.core import SamplingParams
 from minisgl.kernel import load_kernels
+from minisgl.kvcache.mha_pool import _store_kv
+from minisgl.layers.norm import rms_norm
 from minisgl.layers.quant import dequantize_int4, dequantize_int8, quantize_int4, quantize_int8
 from minisgl.llm import LLM
 
 PROMPTS = ["The capital of France is", "def add(a, b):", "Once upon a time,"]
-OPS = ["paged_attention", "store_kv", "linear_f32", "linear_int8", "linear_int4"]
+OPS = ["paged_attention", "store_kv", "linear_f32", "linear_int8", "linear_int4", "rms_norm", "add_rms_norm"]
 
 
 def smollm2_linear_weights() -> dict[str, torch.Tensor]:
@@ -46,21 +48,23 @@ def section_registry() -> None:
     load_kernels()
     print(f"  load_kernels() 用了 {time.perf_counter() - start:.2f} 秒（缓存里有编好的库就只是加载）")
     for name in OPS:
-        schema = torch._C._dispatch_find_schema_or_throw(f"minisgl::{name}", "")
-        print(f"  {schema}")
+        print(f"  {getattr(torch.ops.minisgl, name).default._schema}")
 
 
-def timed(fn, repeat: int = 7) -> float:
+def timed(fn, repeat: int = 7, inner: int = 1) -> float:
+    """fn 的一次调用要几秒：预热一次，量 repeat 轮（每轮连调 inner 次），取中位数。"""
     fn()  # 预热
     times = []
     for _ in range(repeat):
         start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
+        for _ in range(inner):
+            fn()
+        times.append((time.perf_counter() - start) / inner)
     return statistics.median(times)
 
 
 def section_bandwidth(weights: dict[str, torch.Tensor]) -> None:
+    load_kernels()
     threads = torch.get_num_threads()
     print(f"\n二、一步 decode 的 {len(weights)} 个线性层，批大小 1（{threads} 个线程，7 次取中位数）")
     xs = {k: torch.randn(1, k) for k in {w.shape[1] for w in weights.values()}}
@@ -85,24 +89,61 @@ def section_bandwidth(weights: dict[str, torch.Tensor]) -> None:
               f"   比 F.linear 快 {base / seconds:4.2f} 倍")
 
 
+def section_small_ops() -> None:
+    print("\n三、另外两个算子，和它们换掉的 torch 写法比（SmolLM2 的形状，一次调用，微秒）")
+    load_kernels()
+    hidden, eps, ops = 576, 1e-5, torch.ops.minisgl
+    weight = torch.randn(hidden)
+    for rows in (1, 32):
+        x, residual = torch.randn(rows, hidden), torch.randn(rows, hidden)
+
+        def torch_way():
+            s = x + residual
+            return rms_norm(s, weight, eps), s
+
+        t_torch = timed(torch_way, inner=200)
+        t_cpp = timed(lambda: ops.add_rms_norm(x, residual, weight, eps), inner=200)
+        nbytes = 4 * (4 * rows * hidden + hidden)  # 读 x、residual、weight，写两个输出
+        diff = (ops.add_rms_norm(x, residual, weight, eps)[0] - torch_way()[0]).abs().max().item()
+        print(f"  残差相加 + RMSNorm  {rows:>2} 行  torch {t_torch * 1e6:5.1f}  C++ {t_cpp * 1e6:5.1f}"
+              f"  快 {t_torch / t_cpp:4.1f} 倍  C++ 的带宽 {nbytes / t_cpp / 1e9:5.2f} GB/s  和 torch 最大差 {diff:.1e}")
+    pool = torch.zeros(2, 30, 4096, 3, 64)  # [K/V, 层, 槽位, KV 头, head_dim]
+    for rows in (1, 32):
+        k, v = torch.randn(rows, 3, 64), torch.randn(rows, 3, 64)
+        loc = torch.randperm(4096)[:rows]
+        t_torch = timed(lambda: _store_kv(pool, k, v, loc, 7), inner=200)
+        t_cpp = timed(lambda: ops.store_kv(pool, k, v, loc, 7), inner=200)
+        nbytes = 2 * 2 * rows * 3 * 64 * 4  # K、V 各读一遍、写一遍
+        print(f"  store_kv            {rows:>2} 行  torch {t_torch * 1e6:5.1f}  C++ {t_cpp * 1e6:5.1f}"
+              f"  快 {t_torch / t_cpp:4.1f} 倍  C++ 的带宽 {nbytes / t_cpp / 1e9:5.2f} GB/s")
+    assert torch.equal(pool[0, 7, loc], k) and torch.equal(pool[1, 7, loc], v)
+    print("  一步 decode：RMSNorm 61 次（每层两次，最后一次），store_kv 30 次")
+
+
 def section_error(weights: dict[str, torch.Tensor]) -> None:
-    print("\n三、量化误差：‖解回来的权重 - 原权重‖ / ‖原权重‖，全部线性层合在一起")
+    print("\n四、量化误差：‖解回来的权重 - 原权重‖ / ‖原权重‖，LM head 以外的线性层合在一起")
     from safetensors import safe_open
 
     with safe_open(tiny_qwen3() / "model.safetensors", "pt") as f:
         tiny = {n: f.get_tensor(n).float() for n in f.keys() if n.endswith("proj.weight")}
-    for label, ws in (("SmolLM2", weights), ("tiny Qwen3（随机权重）", tiny)):
+    layers = {n: w for n, w in weights.items() if n != "lm_head"}
+    for label, ws in (("SmolLM2", layers), ("tiny Qwen3（随机权重）", tiny)):
         total = sum(w.square().sum() for w in ws.values()).sqrt()
         e8 = sum((dequantize_int8(*quantize_int8(w)) - w).square().sum() for w in ws.values()).sqrt()
         e4 = sum((dequantize_int4(*quantize_int4(w)) - w).square().sum() for w in ws.values()).sqrt()
         print(f"  {label:<22} int8 {e8 / total:.2e}   int4 {e4 / total:.2e}")
-    w = weights["model.layers.3.down"]
-    print(f"  SmolLM2 第 3 层 down_proj 的第一组 32 个数里有 {w[0, :32].unique().numel()} 种不同的值"
-          "（它本来就是从 Q4_1 反量化来的）")
+    head = weights["lm_head"]
+    e4 = (dequantize_int4(*quantize_int4(head)) - head).norm() / head.norm()
+    e8 = (dequantize_int8(*quantize_int8(head)) - head).norm() / head.norm()
+    print(f"  SmolLM2 的 LM head（= 词嵌入） int8 {e8:.2e}   int4 {e4:.2e}")
+    groups = torch.cat([w.reshape(-1, 32) for w in layers.values()]).sort(dim=1).values
+    distinct = 1 + (groups.diff(dim=1) != 0).sum(dim=1)
+    print(f"  SmolLM2 的线性层共 {len(groups)} 组（每组 32 个数），一组里不同的值最多 {distinct.max().item()} 种"
+          "（它们本来就是从 Q4_1 反量化来的）")
 
 
 def section_engine() -> None:
-    print("\n四、整个引擎：贪心生成 16 个 token，和 HF 比")
+    print("\n五、整个引擎：贪心生成 16 个 token，和 HF 比")
 
     def round8(name, w):
         return dequantize_int8(*quantize_int8(w))
@@ -113,7 +154,7 @@ def section_engine() -> None:
     for label, path in (("SmolLM2", smollm2()), ("tiny Qwen3", tiny_qwen3())):
         prompts = [encode(path, t) for t in PROMPTS]
         plain = [hf_greedy(path, p, 16) for p in prompts]
-        for setting, reference in ((dict(linear_kernel="cpp"), None), (dict(quantization="int8"), round8),
+        for setting, reference in ((dict(cpu_kernels="cpp"), None), (dict(quantization="int8"), round8),
                                    (dict(quantization="int4"), round4)):
             llm = LLM(path, max_running_req=4, num_page_override=300, max_seq_len_override=64, **setting)
             outs = [o["token_ids"] for o in llm.generate(prompts, SamplingParams(max_tokens=16, ignore_eos=True))]
@@ -132,6 +173,7 @@ def main() -> None:
     section_registry()
     weights = smollm2_linear_weights()
     section_bandwidth(weights)
+    section_small_ops()
     section_error(weights)
     section_engine()
     print(f"\n（机器的 1 分钟平均负载 {os.getloadavg()[0]:.1f}）")

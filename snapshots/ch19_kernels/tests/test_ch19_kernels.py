@@ -23,7 +23,8 @@ from minibook.models import smollm2, tiny_qwen3
 from minisgl.core import SamplingParams
 from minisgl.engine.config import EngineConfig
 from minisgl.kernel import load_kernels
-from minisgl.layers import BaseOP, LinearReplicated
+from minisgl.layers import BaseOP, LinearReplicated, RMSNorm
+from minisgl.layers.norm import rms_norm
 from minisgl.layers.quant import (
     GROUP,
     SMALL_BATCH,
@@ -32,7 +33,7 @@ from minisgl.layers.quant import (
     prepare_linear_layers,
     quantize_int4,
     quantize_int8,
-    resolve_linear_kernel,
+    resolve_cpu_kernels,
 )
 from minisgl.llm import LLM
 from minisgl.server.args import parse_args
@@ -98,6 +99,41 @@ def test_a_non_contiguous_x_is_read_correctly():
                                            torch.ones(4, 3), torch.ones(4, 3)), "int4 的 K 必须是 64 的倍数"),
 ])
 def test_bad_inputs_are_chinese_errors_not_wrong_reads(call, message):
+    with pytest.raises(RuntimeError, match=message):
+        call()
+
+
+# ---------------------------------------------------------------- RMSNorm
+@pytest.mark.parametrize("seed", range(4))
+def test_the_norm_kernels_match_torch_rms_norm_on_random_shapes(seed):
+    rng = random.Random(seed)
+    shape = [rng.randint(1, 40), rng.choice([64, 576, 1000])]
+    x, residual = torch.randn(shape) * rng.choice([0.01, 1.0, 50.0]), torch.randn(shape)
+    weight, eps = torch.randn(shape[-1]), rng.choice([1e-5, 1e-6])
+    torch.testing.assert_close(torch.ops.minisgl.rms_norm(x, weight, eps), rms_norm(x, weight, eps),
+                               rtol=1e-5, atol=1e-5)
+    out, total = torch.ops.minisgl.add_rms_norm(x, residual, weight, eps)
+    assert torch.equal(total, x + residual)  # 加法只有一种做法：逐位相同
+    torch.testing.assert_close(out, rms_norm(x + residual, weight, eps), rtol=1e-5, atol=1e-5)
+
+
+def test_the_norm_reads_a_head_slice_of_qkv():
+    qkv = torch.randn(5, 3, 4, 64)  # Qwen3 的 q_norm 收到的是 qkv 里切出来的 q：不连续
+    q = qkv[:, 0]
+    assert not q.is_contiguous()
+    weight = torch.randn(64)
+    torch.testing.assert_close(torch.ops.minisgl.rms_norm(q, weight, 1e-6), rms_norm(q, weight, 1e-6),
+                               rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: torch.ops.minisgl.rms_norm(torch.randn(2, 64).double(), torch.randn(64).double(), 1e-6),
+     "只支持 float32"),
+    (lambda: torch.ops.minisgl.rms_norm(torch.randn(2, 64), torch.randn(32), 1e-6), "weight 却有 32 个数"),
+    (lambda: torch.ops.minisgl.add_rms_norm(torch.randn(2, 64), torch.randn(3, 64), torch.randn(64), 1e-6),
+     "形状、dtype 必须相同"),
+])
+def test_bad_norm_inputs_are_chinese_errors(call, message):
     with pytest.raises(RuntimeError, match=message):
         call()
 
@@ -170,6 +206,13 @@ def make_llm(path, **overrides) -> LLM:
     return LLM(path, **{**fields, **overrides})
 
 
+def walk(op: BaseOP):
+    yield op
+    for _, child in op.named_children():
+        if isinstance(child, BaseOP):
+            yield from walk(child)
+
+
 def generate(llm: LLM, path, n: int) -> list[list[int]]:
     prompts = [encode(path, t) for t in TEXTS]
     return [o["token_ids"] for o in llm.generate(prompts, SamplingParams(max_tokens=n, ignore_eos=True))]
@@ -178,8 +221,10 @@ def generate(llm: LLM, path, n: int) -> list[list[int]]:
 @pytest.mark.parametrize("model", [tiny_qwen3, smollm2], ids=["tiny-qwen3", "smollm2"])
 def test_the_cpp_gemv_engine_equals_hf(model):
     path = model()
-    llm = make_llm(path, linear_kernel="cpp")
-    assert llm.engine.linear_kernel == "cpp"
+    llm = make_llm(path, cpu_kernels="cpp")
+    assert llm.engine.cpu_kernels == "cpp"
+    norms = [op for op in walk(llm.engine.model) if isinstance(op, RMSNorm)]
+    assert norms and all(op._cpp for op in norms)  # 每个 RMSNorm（含 q_norm、k_norm）都换成了 C++ 的
     outs = generate(llm, path, 16)
     llm.shutdown()
     for text, out in zip(TEXTS, outs):
@@ -223,9 +268,9 @@ def test_quantized_smollm2_keeps_no_float32_linear_weights():
 
 # ---------------------------------------------------------------- 设置与命令行
 @pytest.mark.parametrize("fields, message", [
-    ({"linear_kernel": "mkl"}, "linear_kernel 只能是 auto、torch、cpp"),
+    ({"cpu_kernels": "mkl"}, "cpu_kernels 只能是 auto、torch、cpp"),
     ({"quantization": "int2"}, "quantization 只能是 int8、int4"),
-    ({"quantization": "int8", "linear_kernel": "torch"}, "linear_kernel 不能是 torch"),
+    ({"quantization": "int8", "cpu_kernels": "torch"}, "cpu_kernels 不能是 torch"),
     ({"quantization": "int4", "dtype": torch.bfloat16}, "量化只支持 float32"),
 ])
 def test_bad_linear_settings_are_chinese_errors(fields, message):
@@ -234,16 +279,16 @@ def test_bad_linear_settings_are_chinese_errors(fields, message):
 
 
 def test_auto_is_cpp_only_for_float32_on_cpu():
-    assert resolve_linear_kernel("auto", None, CPU, torch.float32) == "cpp"
-    assert resolve_linear_kernel("auto", None, CPU, torch.bfloat16) == "torch"
-    assert resolve_linear_kernel("torch", None, CPU, torch.float32) == "torch"
+    assert resolve_cpu_kernels("auto", None, CPU, torch.float32) == "cpp"
+    assert resolve_cpu_kernels("auto", None, CPU, torch.bfloat16) == "torch"
+    assert resolve_cpu_kernels("torch", None, CPU, torch.float32) == "torch"
     with pytest.raises(ValueError, match="只有 CPU、float32 的版本"):
-        resolve_linear_kernel("cpp", None, torch.device("cuda", 0), torch.float32)
+        resolve_cpu_kernels("cpp", None, torch.device("cuda", 0), torch.float32)
 
 
 def test_the_launcher_flags():
-    args = parse_args(["--model-path", str(tiny_qwen3()), "--quantization", "int4", "--linear-kernel", "cpp"])
-    assert (args.quantization, args.linear_kernel) == ("int4", "cpp")
+    args = parse_args(["--model-path", str(tiny_qwen3()), "--quantization", "int4", "--cpu-kernels", "cpp"])
+    assert (args.quantization, args.cpu_kernels) == ("int4", "cpp")
     proc = subprocess.run([sys.executable, "-m", "minisgl", "--quantization", "int3"],
                           capture_output=True, text=True, timeout=120, cwd=TREE, env=tree_env())
     assert proc.returncode == 2 and "int3" in proc.stderr and "Traceback" not in proc.stderr
@@ -253,10 +298,10 @@ def test_without_a_compiler_auto_falls_back_to_torch_and_quantization_says_why(t
     script = (
         "import torch\n"
         "from minisgl.kernel import KernelsUnavailable\n"
-        "from minisgl.layers.quant import resolve_linear_kernel\n"
-        "assert resolve_linear_kernel('auto', None, torch.device('cpu'), torch.float32) == 'torch'\n"
+        "from minisgl.layers.quant import resolve_cpu_kernels\n"
+        "assert resolve_cpu_kernels('auto', None, torch.device('cpu'), torch.float32) == 'torch'\n"
         "try:\n"
-        "    resolve_linear_kernel('auto', 'int8', torch.device('cpu'), torch.float32)\n"
+        "    resolve_cpu_kernels('auto', 'int8', torch.device('cpu'), torch.float32)\n"
         "except KernelsUnavailable as e:\n"
         "    print('ERROR:', e)\n"
     )
@@ -264,4 +309,4 @@ def test_without_a_compiler_auto_falls_back_to_torch_and_quantization_says_why(t
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "ERROR: 本书的 C++ 算子编译不了（找不到 C++ 编译器" in proc.stdout
-    assert "线性层退回 torch" in proc.stderr
+    assert "线性层和 RMSNorm 退回 torch" in proc.stderr

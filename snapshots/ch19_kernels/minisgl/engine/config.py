@@ -10,7 +10,7 @@ import torch
 
 from minisgl.attention import validate_attention_backend
 from minisgl.distributed import DistributedInfo
-from minisgl.layers.quant import LINEAR_KERNELS, QUANTIZATIONS
+from minisgl.layers.quant import CPU_KERNELS, QUANTIZATIONS
 from minisgl.models import ModelConfig
 
 
@@ -39,9 +39,9 @@ class EngineConfig:
     # 列表；否则 1、2、4，再每 8 个一档，录到 cuda_graph_max_bs（默认 GPU 上 160，CPU 上 0：不录）
     cuda_graph_bs: tuple[int, ...] | None = None
     cuda_graph_max_bs: int | None = None
-    # 线性层 y = x @ W.T：“torch”（F.linear）、“cpp”（x 不超过 8 行时用本书的 C++ GEMV），
-    # 或 “auto”：CPU 上、float32、C++ 算子编得出来时用 cpp，否则 torch
-    linear_kernel: str = "auto"
+    # “cpp”：用本书的 C++ 算子（x 不超过 8 行的线性层走 GEMV，RMSNorm 连同残差相加一趟做完）；
+    # “torch”：全用 torch 的算子；“auto”：CPU 上、float32、C++ 算子编得出来时用 cpp，否则 torch
+    cpu_kernels: str = "auto"
     quantization: str | None = None  # None，或 "int8" / "int4"：权重按 32 个一组量化（只在 CPU 上）
 
     def __post_init__(self) -> None:
@@ -64,13 +64,13 @@ class EngineConfig:
         max_bs = self.cuda_graph_max_bs
         if max_bs is not None and (not isinstance(max_bs, int) or max_bs < 0):
             raise ValueError(f"cuda_graph_max_bs 必须是 ≥ 0 的整数（0 表示不录），收到 {max_bs!r}")
-        if self.linear_kernel not in LINEAR_KERNELS:
-            raise ValueError(f"linear_kernel 只能是 {'、'.join(LINEAR_KERNELS)}，收到 {self.linear_kernel!r}")
+        if self.cpu_kernels not in CPU_KERNELS:
+            raise ValueError(f"cpu_kernels 只能是 {'、'.join(CPU_KERNELS)}，收到 {self.cpu_kernels!r}")
         if self.quantization is not None:
             if self.quantization not in QUANTIZATIONS:
                 raise ValueError(f"quantization 只能是 {'、'.join(QUANTIZATIONS)}，收到 {self.quantization!r}")
-            if self.linear_kernel == "torch":
-                raise ValueError("量化的权重要用本书的 C++ 算子来乘：linear_kernel 不能是 torch")
+            if self.cpu_kernels == "torch":
+                raise ValueError("量化的权重要用本书的 C++ 算子来乘：cpu_kernels 不能是 torch")
             if self.dtype != torch.float32:
                 raise ValueError(f"量化只支持 float32 的模型（激活和缩放都是 float32），收到 {self.dtype}")
         if not 0 < self.distributed_timeout:

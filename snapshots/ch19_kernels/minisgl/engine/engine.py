@@ -40,7 +40,8 @@ from minisgl.distributed import (
 )
 from minisgl.kvcache import BaseKVCachePool, create_kvcache_pool
 from minisgl.layers import rope_tables_to
-from minisgl.layers.quant import prepare_linear_layers, resolve_linear_kernel
+from minisgl.layers.norm import use_cpp_norms
+from minisgl.layers.quant import prepare_linear_layers, resolve_cpu_kernels
 from minisgl.models import BaseLLMModel, create_model, load_weight
 from minisgl.utils import device_of, init_logger, is_cuda, torch_dtype
 
@@ -144,10 +145,11 @@ class Engine:
         set_global_ctx(self.ctx)
 
         self.model = self._load_model()
-        self.linear_kernel = resolve_linear_kernel(config.linear_kernel, config.quantization, self.device,
+        self.cpu_kernels = resolve_cpu_kernels(config.cpu_kernels, config.quantization, self.device,
                                                    config.dtype)
-        if self.linear_kernel == "cpp":  # 每个线性层装上 C++ GEMV（量化时顺便把权重换成 int8 / int4）
+        if self.cpu_kernels == "cpp":  # 线性层装上 C++ GEMV（量化时顺便把权重换成 int8 / int4），RMSNorm 换成 C++ 的
             prepare_linear_layers(self.model, config.quantization)
+            use_cpp_norms(self.model)
         self.num_pages = self._decide_num_pages()  # 能分给请求的页：0 .. num_pages-1
         self.dummy_page = self.num_pages  # 多建一页，不属于任何请求：占位行写 K/V 的地方
         self.kv_cache: BaseKVCachePool = create_kvcache_pool(

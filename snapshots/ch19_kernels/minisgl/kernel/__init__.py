@@ -129,6 +129,10 @@ def _register_fakes() -> None:
     torch.library.register_fake("minisgl::linear_f32")(lambda x, w: x.new_empty(x.shape[0], w.shape[0]))
     torch.library.register_fake("minisgl::linear_int8")(lambda x, q, d: x.new_empty(x.shape[0], q.shape[0]))
     torch.library.register_fake("minisgl::linear_int4")(lambda x, q, d, m: x.new_empty(x.shape[0], q.shape[0]))
+    # RMSNorm（rms_norm.cpp）：输出是和 x 同形状的连续张量；带残差的版本还返回 x + residual
+    torch.library.register_fake("minisgl::rms_norm")(lambda x, w, eps: x.new_empty(x.shape))
+    torch.library.register_fake("minisgl::add_rms_norm")(lambda x, r, w, eps: (x.new_empty(x.shape),
+                                                                              x.new_empty(x.shape)))
 
 
 def kernels_available() -> bool:

@@ -29,7 +29,7 @@ logger = init_logger(__name__)
 GROUP = 32  # 量化分组的大小（linear.cpp 的 kGroup）
 SMALL_BATCH = 8  # x 不超过这么多行时走 C++ GEMV（linear.cpp 的 kMaxRows）
 QUANTIZATIONS = ("int8", "int4")
-LINEAR_KERNELS = ("auto", "torch", "cpp")
+CPU_KERNELS = ("auto", "torch", "cpp")
 
 
 def quantize_int8(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -150,18 +150,18 @@ def prepare_linear_layers(model: BaseOP, quantization: str | None) -> None:
         op.use_matmul(_matmul_for(op.matmul_weight(), kind), drop_weight=kind is not None)
 
 
-def resolve_linear_kernel(name: str, quantization: str | None, device: torch.device, dtype: torch.dtype) -> str:
+def resolve_cpu_kernels(name: str, quantization: str | None, device: torch.device, dtype: torch.dtype) -> str:
     """把 "auto" 换成 "torch" 或 "cpp"；要 cpp（或量化）却做不到时抛错，说清原因。"""
     cpu_float32 = device.type == "cpu" and dtype == torch.float32
     if name == "torch":
         return "torch"
     if name == "cpp" or quantization is not None:
         if not cpu_float32:
-            raise ValueError(f"本书的 C++ 线性算子（和量化）只有 CPU、float32 的版本，这里是 {device.type}、{dtype}")
+            raise ValueError(f"本书的 C++ 算子（和量化）只有 CPU、float32 的版本，这里是 {device.type}、{dtype}")
         load_kernels()  # 编不出来时抛 KernelsUnavailable，带一句原因
         return "cpp"
     if cpu_float32 and kernels_available():
         return "cpp"
     if cpu_float32:
-        logger.warning("C++ 算子编不出来，线性层退回 torch 的 F.linear（decode 慢一些）")
+        logger.warning("C++ 算子编不出来，线性层和 RMSNorm 退回 torch 的算子（decode 慢一些）")
     return "torch"

@@ -16,7 +16,7 @@ from typing import NoReturn
 import torch
 
 from minisgl.distributed import DistributedInfo
-from minisgl.layers.quant import LINEAR_KERNELS, QUANTIZATIONS
+from minisgl.layers.quant import CPU_KERNELS, QUANTIZATIONS
 from minisgl.scheduler import SchedulerConfig
 from minisgl.utils.mp import ipc_addr
 
@@ -133,10 +133,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="注意力后端：torch（SDPA）、paged（C++，隔着页表读 KV 池）、"
                         "两个名字 prefill 的,decode 的（例如 torch,paged），或 auto"
                         f"（默认 {ServerArgs.attention_backend}：CPU 上是 torch,paged）")
-    g.add_argument("--linear-kernel", dest="linear_kernel", choices=list(LINEAR_KERNELS),
-                   default=ServerArgs.linear_kernel,
-                   help="线性层：torch（F.linear）、cpp（decode 的几行走本书的 C++ GEMV），"
-                        "或 auto（默认：CPU、float32 上是 cpp）")
+    g.add_argument("--cpu-kernels", dest="cpu_kernels", choices=list(CPU_KERNELS),
+                   default=ServerArgs.cpu_kernels,
+                   help="本书的 C++ 算子：torch（不用，全是 torch 的算子）、cpp（decode 的线性层走 C++ GEMV，"
+                        "RMSNorm 和残差相加一趟做完），或 auto（默认：CPU、float32 上是 cpp）")
     g.add_argument("--quantization", choices=list(QUANTIZATIONS), default=None,
                    help="权重量化（只在 CPU 上）：int8 或 int4，每 32 个权重一组共用缩放（默认不量化）")
     g.add_argument("--cuda-graph-max-bs", "--graph", dest="cuda_graph_max_bs", type=_non_negative_int,

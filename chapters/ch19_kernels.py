@@ -1,0 +1,393 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 第 19 章 自定义算子
+#
+# 第 18 章把 decode 编译之后只快了不到一成：批大小 1 时一步的大半时间花在 121 个线性层上，编译动不了它们。它们对每个权重只做一次乘加，时间全花在把权重从内存读进来，而 torch 的 `F.linear` 在这种形状下只用到内存带宽的一小半。于是我们自己写一个 C++ 算子（[GEMV](../glossary.md#gemv)），每个权重只读一遍、按带宽的速度读；再按组量化成 int8、int4，让要读的字节变少；调用最多的 RMSNorm 和写 KV 池也各写成一个 C++ 算子。本章也讲清第 17 章起就在用的那套机器：C++ 源码怎么编译、缓存，怎么用 [TORCH_LIBRARY](../glossary.md#torch-library) 登记成 `torch.ops.minisgl.*`，分派器怎么挑实现，假实现为什么能让 `torch.compile` 把它留在图里。本章的运行证明：C++ 算子的引擎与 Hugging Face 逐 token 相同；量化后的引擎与“用同样的量化权重的 HF”逐 token 相同。
+
+# %% tags=["remove-cell"]
+from textwrap import indent
+
+from IPython.display import Markdown
+
+from minibook.page import *
+setup(19)
+
+import os
+import sys
+
+sys.path.insert(0, "examples")  # 测量的函数在 examples/ch19_bench.py 里
+
+
+def in_fold(md) -> Markdown:
+    """缩进 4 格：接在上一个 markdown 单元开头的 ??? 折叠框里。"""
+    return Markdown(indent(md.data if isinstance(md, Markdown) else md, "    "))
+
+# %% [markdown]
+# ## 自测：能答上来就可以跳过本章
+#
+# 1. 批大小 1 时，一个 [N, K] 的 float32 线性层每从内存读 1 个字节做几次浮点运算？为什么它快不快只看内存带宽？
+# 2. `TORCH_LIBRARY` 里的 `def` 和 `TORCH_LIBRARY_IMPL` 里的 `impl` 各登记什么？`torch.compile` 为什么还要一个假实现？
+# 3. 同样的 C++ 源码，换一台机器为什么要重编？缓存的键里该有什么？
+# 4. int4 按 32 个一组、每组一个缩放和一个最小值（都是 float32），平均每个权重占几个字节？书里内置的 SmolLM2 为什么在 int4 下一点都不丢？
+#
+# ??? question "自测参考答案（先自己答，再展开对照）"
+#
+#     1. 每个权重（4 字节）做一次乘加（2 次浮点运算），0.5 次每字节；一个核每秒能做几十 G 次浮点运算，却只能从内存读二三十 GB，所以算力闲着，时间 ≈ 权重字节数 ÷ 内存带宽。
+#     2. `def` 登记签名（名字、参数和返回值的类型，哪个参数会被原地改写）；`impl` 给某个分派键（CPU、CUDA……）登记一份实现。`torch.compile` 追踪时不真的运行算子，只用假张量推形状：假实现告诉它输出的形状和 dtype，它就能把这个算子当成一次不透明的调用留在编译出的图里。
+#     3. 我们用 `-march=native` 编，编出的库只保证能在同样指令集的 CPU 上跑；torch 的版本、Python 的版本也要对得上。键 = 源码 + 编译选项 + CPU 指令集 + torch 与 Python 的版本的摘要，任何一样变了就是另一个库。
+#     4. 每组 16 字节的 4 位数 + 8 字节的缩放和最小值 = 24 字节 / 32 个 = 0.75 字节，是 float32 的 3/16。SmolLM2 的权重是从 Q4_1 格式的 GGUF 反量化来的：每组 32 个数本来就只取 16 种等距的值，我们的 int4 正好把它们还原回去。
+
+# %% [markdown]
+# ## 本章要回顾的文件
+#
+# 第 2 章的线性层（`layers/linear.py`）、第 17 章的 `kernel/__init__.py` 和 `csrc/paged_attention.cpp`（当时提前引入，本章讲）、第 18 章的 `minisgl::store_kv`。本章新建三个 C++ 文件（线性层、RMSNorm、写 KV 池）和 `layers/quant.py`（量化）；线性层、LM head、RMSNorm 改成能换用 C++ 算子，`kernel/__init__.py` 加假实现，Engine、`EngineConfig` 和启动器加 `--cpu-kernels`、`--quantization`。
+
+# %% tags=["remove-input"]
+header()
+
+# %% tags=["remove-input"]
+tree()
+
+# %% [markdown]
+# ## 这一步的 main
+#
+# 本章的 main 是 `examples/ch19_kernels.py`：列出登记过的算子和它们的签名；量一步 decode 的 121 个线性层用四种方式各要多久；RMSNorm 和写 KV 池的 C++ 版本比 torch 写法快多少；量化误差；最后用 C++ GEMV、int8、int4 跑 SmolLM2 和 tiny Qwen3，和 HF 比。CPU 上 float32 时默认就用本书的 C++ 算子（`cpu_kernels="auto"`，`"torch"` 关掉）；量化用 `quantization` / `--quantization` 打开：
+#
+# ```bash
+# python tools/steps.py run 19 -- python examples/ch19_kernels.py
+# python tools/steps.py run 19 -- python examples/ch19_bench.py      # 和 HF、llama.cpp 比 decode 速度
+# python tools/steps.py run 19 -- python -m minisgl --quantization int8
+# ```
+#
+# ![左：一个 C++ 算子从源码到 torch.ops.minisgl.* ——按摘要找缓存、没有就编译、加载时登记签名和 CPU 实现，Python 这边再登记假实现；右：decode 的一个线性层，权重按行分给线程，每组 32 个解成 float、和 x 的每一行乘加，每个权重只读一次](../assets/ch19_kernels.svg)
+#
+# ## 先量：F.linear 在批大小 1 时读得有多快
+#
+# 把 SmolLM2 一步 decode 的 121 个线性层（每层的 q/k/v 合并、gate/up 合并，和引擎里一样，再加 LM head）按批大小 1 各乘一遍，记下时间，算出每秒读了多少字节：
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+import torch
+
+from ch19_kernels import section_bandwidth, smollm2_linear_weights
+
+weights = smollm2_linear_weights()
+section_bandwidth(weights)
+print(f"（机器的 1 分钟平均负载 {os.getloadavg()[0]:.1f}）")
+
+# %% [markdown]
+# 两个线程时 `F.linear` 在这个形状下每秒只读 11 GB 左右，我们自己的 C++ 算子读 26 GB，快两倍多（共用的机器，几次之间能差三成：下面“运行”一节又量了一次）；int8、int4 要读的字节只有 float32 的 28%、19%，但时间并没有按比例缩短：解量化要算，这几个算子在 int8、int4 下已经不再只受带宽限制。这一章剩下的部分讲这几个算子是怎么写、怎么接进 torch 和引擎的。
+#
+# ## 一个 C++ 算子怎么进 torch
+#
+# `minisgl/kernel/__init__.py` 的 `load_kernels` 负责把 `csrc/` 下的全部 `.cpp` 编成一个共享库并加载。库名里带一个摘要：源码、编译选项、CPU 的指令集、torch 和 Python 的版本，任何一样变了就是另一个库。
+#
+# ??? note "深入：`_build_key` 和 `load_kernels` 的全文"
+
+# %% tags=["remove-input", "fold"]
+listing("minisgl/kernel/__init__.py", "_build_key")
+
+# %% tags=["remove-input", "fold"]
+listing("minisgl/kernel/__init__.py", "load_kernels")
+
+# %% [markdown]
+# 缓存里有同名的库就直接 `torch.ops.load_library`，零点几秒；没有就交给 `torch.utils.cpp_extension.load`，它写一个 ninja 构建文件、调 g++ 编译链接，十几秒。编不出来（没有编译器、没有 ninja、源码有错）时抛 `KernelsUnavailable`，原因写成一行；`auto` 的设置（注意力后端、线性层）据此退回 torch 的实现，并说一声。
+#
+# 库里没有任何 Python 绑定代码。每个 `.cpp` 文件末尾用 `TORCH_LIBRARY` 登记签名、用 `TORCH_LIBRARY_IMPL` 给 CPU 这个[分派键](../glossary.md#dispatch-key)登记实现；库一加载，这些静态对象的构造函数就跑一遍，算子出现在 `torch.ops.minisgl` 下：
+
+# %% tags=["remove-input"]
+listing("minisgl/kernel/csrc/linear.cpp", "TORCH_LIBRARY_FRAGMENT")
+
+# %% [markdown]
+# 实现登记在另一个块里，按分派键分开：
+
+# %% tags=["remove-input"]
+listing("minisgl/kernel/csrc/linear.cpp", "TORCH_LIBRARY_IMPL")
+
+# %% [markdown]
+# ??? note "深入：一个命名空间只有一处 TORCH_LIBRARY"
+#
+#     同一个命名空间只能有一处 `TORCH_LIBRARY`，它在第 17 章的 `paged_attention.cpp` 末尾，别的文件用 `TORCH_LIBRARY_FRAGMENT` 往里追加：
+
+# %% tags=["remove-input", "fold"]
+listing("minisgl/kernel/csrc/paged_attention.cpp", "TORCH_LIBRARY")
+
+# %% [markdown]
+# ??? note "深入：签名里的 Tensor(a!) 和 -> ()"
+#
+#     签名是 PyTorch 自己的 schema 语言：`Tensor(a!)` 表示这个参数会被原地改写（第 18 章的 `store_kv` 就是这样声明的），`-> ()` 表示没有返回值。
+#
+# 分派器按参数所在的设备挑实现：有 CPU 专用的就用它，没有再找 `CompositeExplicitAutograd` 这种“哪个设备都行”的。`store_kv` 的签名和一份 Python 实现在 `kvcache/mha_pool.py` 里登记（CPU、GPU 都能用）；本章的 `store_kv.cpp` 只给 CPU 再登记一份 C++ 实现，库加载以后 CPU 张量就走它。问分派器每个键此刻登记的是谁：
+
+# %%
+from minisgl.kernel import load_kernels
+
+load_kernels()
+import re
+
+table = torch._C._dispatch_dump_table("minisgl::store_kv")  # 每个分派键此刻登记的是哪份实现
+for line in table.splitlines():
+    if line.startswith(("CPU:", "CUDA:", "Meta:")):  # 路径只留 minisgl/、torch/ 以下的部分
+        print(re.sub(r"registered at \S*?/((minisgl|torch)/\S+)", r"登记于 \1", line))
+
+# %% [markdown]
+# CPU 是 C++ 的那份；CUDA 等其余的设备落到 `mha_pool.py` 里登记的 Python 实现（`CompositeExplicitAutograd` 替它们都填上了）；`Meta` 是假张量用的，下面说。
+#
+# `torch.compile` 追踪时不运行算子，而是用只有形状、没有数据的假张量走一遍。C++ 实现读不了假张量，所以每个算子还要一个假实现，只算输出的形状和 dtype：
+
+# %% tags=["remove-input"]
+listing("minisgl/kernel/__init__.py", "_register_fakes")
+
+# %% [markdown]
+# 有了它，编译出的代码里这些算子就是一次普通的调用，不打断图（第 18 章的 `fullgraph=True` 要求整步 decode 是一张图）。本章的测试用 int4 权重编译 decode，编译次数不多不少、结果与 HF 相同。
+
+# %% [markdown]
+# ## 小批量线性层：每个权重只读一次
+#
+# `csrc/linear.cpp` 里三个算子共用一个模板：权重按行分给线程；每行 32 个一组，先解成 32 个 float，再和 x 的每一行逐元素乘加进一个 32 宽的累加器；整行做完才横向求和一次。逐元素的乘加编译器能直接换成向量指令，横向求和很慢，一行只做一次：
+
+# %% tags=["remove-input"]
+listing("minisgl/kernel/csrc/linear.cpp", "gemv")
+
+# %% [markdown]
+# 三种存法的区别只在“一组怎么变成 32 个 float”。int4 的那一种：
+
+# %% tags=["remove-input"]
+listing("minisgl/kernel/csrc/linear.cpp", "Int4Rows")
+
+# %% [markdown]
+# x 超过 8 行时（prefill、大批的 decode）每个权重要和很多行相乘，这时是算力活，交给 torch 的 GEMM（它用 oneDNN/MKL 的分块矩阵乘）；这个算子只接 1～8 行。
+#
+# ## RMSNorm 和写 KV 池：一趟做完
+#
+# 线性层以外，SmolLM2 的一步 decode 还有 61 次 RMSNorm（每层两次，最后再一次）和 30 次写 KV 池。它们搬的字节很少（一行 576 个数），慢在调用的次数：torch 写法的一次“残差相加 + RMSNorm”是加法、转 float、平方、求均值、加 eps、rsqrt、两次乘法这八个 aten 算子，每个都要走一遍分派、分配一块输出、把整行读写一遍。`csrc/rms_norm.cpp` 把它写成一个算子，每行只走一趟：先写出 s = x + residual（它就是下一层的残差），顺手累加 s²，再写归一化的结果：
+
+# %% tags=["remove-input"]
+listing("minisgl/kernel/csrc/rms_norm.cpp", "norm_row")
+
+# %% tags=["remove-input"]
+listing("minisgl/kernel/csrc/rms_norm.cpp", "add_rms_norm")
+
+# %% [markdown]
+# 层这边只多一个开关：Engine 选了 `cpp` 就调 `use_cpp_norms`，把模型里每个 `RMSNorm`（连同 Qwen3 每个头上的 `q_norm`、`k_norm`）的 `_cpp` 打开。
+#
+# ??? note "深入：`RMSNormFused` 怎么在 C++ 和 torch 之间选"
+
+# %% tags=["remove-input", "fold"]
+listing("minisgl/layers/norm.py", "RMSNormFused")
+
+# %% [markdown]
+# 写 KV 池的 `store_kv.cpp` 更简单：第 i 个 token 的 K、V 各是连续的一块，检查槽位不越界后整块 `memcpy` 到第 `out_loc[i]` 个槽位。两个算子和它们换掉的 torch 写法比（两个线程，每次 200 次调用取平均，7 次取中位数）：
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+from ch19_kernels import section_small_ops
+
+section_small_ops()
+
+# %% [markdown]
+# 批大小 1 时，一次残差相加 + RMSNorm 从 16.0 µs 降到 3.1 µs，一步 61 次省下约 0.79 ms；`store_kv` 一次从 7.9 µs 降到 3.9 µs，一步 30 次省约 0.12 ms。两样合起来约是一步 decode（一个线程约 30 ms）的 3%：大头仍然是线性层。和 torch 写法的差最大 1e-6 上下（求和的顺序不同），贪心结果照样与 HF 逐 token 相同（下面的运行和测试）。
+#
+# ??? note "深入：小算子为什么不和带宽比"
+#
+#     一行 576 个数在 3 µs 里只合 3.8 GB/s，离内存带宽远得很：时间花在调用本身（从 Python 进分派器、分配两块输出、进出线程池），这种小算子要比的是调用的次数，不是字节。32 行时 C++ 版有 48 GB/s，比从内存读还快，因为这点数据全在缓存里。编译过的 decode（第 18 章）里，inductor 本来就会把 torch 写法的 RMSNorm 融合成一个循环，C++ 版省下的更少。
+#
+# ## 分组量化
+#
+# `layers/quant.py` 把一行权重按 32 个一组量化。int8 每组一个缩放 d = 最大绝对值 / 127；int4 每组一个缩放和一个最小值，q = round((w − m) / d) ∈ [0, 15]：
+
+# %% tags=["remove-input"]
+listing("minisgl/layers/quant.py", "quantize_int4")
+
+# %% [markdown]
+# 组只在一行之内，所以 q/k/v 合并成一个层、或者按列切给几个 TP rank，每个数的量化结果都不变（测试检查了这一点），量化可以在切好的本地权重上做。量化误差（全部线性层合起来的相对误差）：
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+from ch19_kernels import section_error
+
+section_error(weights)
+
+# %% [markdown]
+# SmolLM2 线性层的 int4 误差是 0：书里内置的 SmolLM2 是从 Q4_1 格式的 GGUF 反量化来的（第 3 章），每组 32 个数本来就只取 16 种等距的值，最小值和最大值正好落在格点上，我们的 int4 把它原样还原。int8 的格点是另一套（以 0 为中心、对称），反而有一点误差。随机权重的 tiny Qwen3 上 int4 的误差是 int8 的十五倍左右。
+#
+# ??? note "深入：LM head 为什么在 int8 下无损"
+#
+#     LM head（也就是词嵌入）在那个 GGUF 里是另一种格式 Q8_0：每 32 个一组、一个缩放、以 0 为中心的 8 位数，和我们的 int8 是同一套格点，所以 int8 把它原样还原，int4 反而有 9% 的误差。引擎在 int4 模式下让 LM head 用 int8（下一节），对 SmolLM2 来说整个模型一个数都没变。
+#
+# ## 接进引擎
+#
+# 线性层和 LM head 多了一个“怎么乘”的对象，默认是 `None`（`F.linear`）。Engine 加载完权重后决定用哪种：
+
+# %% tags=["remove-input"]
+listing("minisgl/layers/quant.py", "resolve_cpu_kernels")
+
+# %% tags=["remove-input"]
+listing("minisgl/layers/quant.py", "prepare_linear_layers")
+
+# %% [markdown]
+# 先全部检查、再动手，不会量化到一半才发现某一层宽度不对。LM head 在两种量化下都用 int8：词表的 logits 对误差最敏感，llama.cpp 的 Q4_1 文件也不把输出层压到 4 位。
+#
+# ??? note "深入：量化后的权重去了哪里，批大了怎么办"
+#
+#     量化后线性层的 float32 权重删掉（省内存，也证明 decode 真的没在读它）；行多时先把整块权重解回 float32 再交给 torch 的 GEMM，这比 float32 权重慢：量化只为批小的 decode。
+#
+# ## 量：和 HF、llama.cpp 比
+#
+# `examples/ch19_bench.py` 让每个参赛者从同一个提示出发贪心生成 64 个 token，只算 decode 的速度；每个线程数一个新进程，轮流跑三轮取中位数。llama.cpp 用的是和我们同一组权重的两个 GGUF。
+#
+# ??? note "深入：怎么量的，llama.cpp 从哪里来"
+#
+#     速度从第一个新 token 出来算到最后一个出来，每秒几个。线程数在进程开始时定下，所以每个线程数一个新进程；参赛者轮流跑，机器负载的起伏平摊到每个人身上。llama.cpp 是可选的参照：`python -m minibook.llamacpp install` 从源码编 llama-cpp-python，`prepare` 准备两个 GGUF——Q4_1 就是书里内置权重的原件，F32 是用 `gguf` 包把它逐个张量解成 float32 写回的。没装的机器上这一栏不出现。
+
+# %%
+# NBVAL_SKIP
+from ch19_bench import NEW_TOKENS, decode_rates
+
+rates = {threads: decode_rates(threads) for threads in (1, 2)}
+for threads, result in rates.items():
+    hf = result["HF transformers"]["rate"]
+    print(f"{threads} 个线程：")
+    for name, r in result.items():
+        print(f"  {name:<22} {r['rate']:6.1f} token/s  {r['rate'] / hf:4.2f}× HF  "
+              f"和 HF 相同的 token {r['same_as_hf']}/{NEW_TOKENS}")
+print(f"（机器的 1 分钟平均负载 {os.getloadavg()[0]:.1f}）")
+
+plt = pyplot()
+fig, ax = plt.subplots(figsize=(7.2, 3.8))
+names = list(rates[1])
+for i, threads in enumerate(rates):
+    ax.barh([j + 0.4 * i for j in range(len(names))], [rates[threads][n]["rate"] for n in names], height=0.4,
+            label=f"{threads} 个线程")
+ax.set_yticks([j + 0.2 for j in range(len(names))], names)
+ax.invert_yaxis()
+ax.set_xlabel("批大小 1 的 decode（token/s，中位数）")
+ax.legend()
+plt.tight_layout()
+plt.show()
+
+# %% [markdown]
+# 几件事一眼就能看出来：
+#
+# - **HF 和上一章的我们都不随线程数变快**（HF 16.2 → 16.8，torch 算子 18.3 → 18.2 token/s）：`F.linear` 在批大小 1 时每秒只读十来 GB，多一个核也读不快。
+# - **C++ 算子是最大的一步**：一个线程 32.8 token/s，加上第 18 章的编译 39.5，是 HF 的 2.44 倍；两个线程 44.3，2.64 倍。
+# - **float32 一个线程追平了 llama.cpp，两个线程还差一截**：一个线程 1.06 倍（39.5 对 37.3），两个线程 0.85 倍（44.3 对 52.2）。同一台机器上前一次运行是 0.87 倍和 0.89 倍：一个线程的“领先”在几次之间的起伏之内。
+# - **int8 超过了 llama.cpp 的 float32**：两个线程 66.2 token/s，是它的 1.27 倍；代价是权重变了，64 个 token 里只有前 28 个和 HF 相同。
+# - **int4 离 Q4_1 还远**：两个线程 64.6 对 112.5，0.57 倍。我们的 int4 和 HF 的 64 个 token 全部相同，Q4_1 只有前 24 个。
+#
+# ??? note "深入：还差在哪里"
+#
+#     float32 的差距不在线性层：两个线程时 llama.cpp 的一整步是 19.2 ms，我们光 121 个线性层就要 15.7～21 ms（本页两次测量），剩下的调度、采样、注意力还要几毫秒；llama.cpp 的一步是一张 ggml 计算图，全部由 C 代码执行，几乎没有这部分开销。int4 要读的字节比 int8 少三分之一，却不比 int8 快：把 4 位数解成 float 的计算成了瓶颈（“先量”一节里 int4 每秒只读 8 GB）。llama.cpp 把 x 也按 32 个一组量化成 8 位、用整数点积一次做几十对乘加，省掉了这一步（练习 3）；x 量化了，数就变了，所以它的 token 和 HF 只有前一段相同。
+#
+# 速度之外是精度。同一段 109 个 token 的固定文本（本书自己写的一段英文）上的困惑度：HF 的 float32；HF 换上我们的 int8、int4 权重（上面的测试说明引擎和它逐 token 相同，所以这就是引擎的数）；llama.cpp 的两个 GGUF（装了才有）：
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+from ch19_bench import perplexities
+
+for name, ppl in perplexities().items():
+    print(f"{name:<20} {ppl:.4f}")
+
+# %% [markdown]
+# int4 的困惑度和 float32 一模一样（30.0697）：SmolLM2 的线性层本来就在 int4 的格点上、LM head 在 int8 的格点上，量化什么也没改。int8 反而高一点（30.26）：它把 4 位格点上的数挪到了另一套格点上。llama.cpp 的 Q4_1 用的权重和我们的 int4 完全一样，困惑度却高了 0.08：它把 x 也量化成了 8 位，这是它快的代价。
+#
+# ## 运行
+
+# %%
+run("python examples/ch19_kernels.py")
+
+# %% tags=["remove-cell"]
+# 下面几段话引用的事实，就是上面这次运行打印的
+main_out = output_of("python examples/ch19_kernels.py")
+for expected in ("minisgl::linear_int4(Tensor x, Tensor q, Tensor scale, Tensor minv) -> Tensor",
+                 "minisgl::store_kv(Tensor(a!) kv_buffer", "int4 0.00e+00", "不同的值最多 16 种", "词嵌入） int8 0.00e+00",
+                 "SmolLM2    cpp   与HF 完全相同的提示 3/3", "tiny Qwen3 int4  与同样量化的 HF 完全相同的提示 3/3"):
+    assert expected in main_out, expected
+
+# %% [markdown]
+# 值得注意的几处：
+#
+# - 七个算子都在 `torch.ops.minisgl` 下，签名就是登记时写的那一行。
+# - SmolLM2 的线性层每组最多 16 种值，LM head 在 int8 下无损：SmolLM2 的 int4 模式一个数都没变。
+# - 每种设置都与它的参照完全相同；int8 的权重变了，生成得长了迟早会和原始 HF 分开。
+#
+# ## 与上游的差异
+#
+# 上游以固定的提交 20fcd7f 为准。
+#
+# - 上游的算子是 CUDA 的（写 KV 池、按下标取嵌入、NCCL 的封装），用 tvm-ffi 即时编译或预先编译，调用的是 tvm-ffi 的模块函数，不经过 torch 的分派器；我们用 `torch.utils.cpp_extension` 编译、`TORCH_LIBRARY` 登记，因为 CPU 上要让 `torch.compile` 把算子留在图里（假实现），上游只用 CUDA 图，不需要。`python/minisgl/kernel/utils.py` · `load_jit`
+# - 上游写 KV 池的 CUDA 算子按“一个 token 的 K/V 是多少字节”实例化模板，我们的 CPU 版本同样按字节整行拷贝，不看 dtype。`python/minisgl/kernel/store.py` · `store_cache`
+# - 上游用 C++ 比较 radix 树里两段 token 是否相等（`fast_compare_key`），我们的 radix 树（第 9 章）用 torch 的比较；CPU 上单线程时它不是瓶颈。`python/minisgl/kernel/radix.py` · `fast_compare_key`
+# - 上游没有权重量化，线性层总是 `F.linear`（GPU 上是 cuBLAS）。CPU 上批小的 decode 受内存带宽限制，小批量 GEMV 和量化是本书为 CPU 加的。
+#
+# ## 官方实现
+#
+# 行号指[上游](../glossary.md#upstream)词条里固定的那个提交。
+#
+# - 编译和加载：`python/minisgl/kernel/utils.py` · `load_jit`（第 87～129 行）、`python/minisgl/kernel/utils.py` · `load_aot`（第 53～84 行）
+# - 写 KV 池：`python/minisgl/kernel/store.py` · `_jit_store_module`（第 15～27 行）、`python/minisgl/kernel/store.py` · `store_cache`（第 30～42 行）
+# - radix 树的比较：`python/minisgl/kernel/radix.py` · `fast_compare_key`（第 18～20 行）
+#
+# ## 测试
+#
+# 本章的测试在 `tests/test_ch19_kernels.py`：三个线性层算子在随机形状、随机量级上等于 torch 的参照，坏输入是一条中文错误而不是越界读；两个 RMSNorm 算子在随机形状上与 torch 写法相差不超过 1e-5、残差和逐位相同，也能读 qkv 里切出来的不连续的头；量化误差不超过半个刻度，int4 的装法，TP 切分与合并层不改变量化结果，SmolLM2 的权重在 Q4_1 的格点上；C++ 算子的引擎（每个 RMSNorm 都换成了 C++ 的）与 HF 逐 token 相同，量化后与“同样量化的 HF”逐 token 相同、而与原始 HF 不同（没真量化的实现过不了）；编译后的 int4 decode 不重编；量化后不再留 float32 权重；设置和命令行的坏值；编不出 C++ 时 `auto` 退回 torch。比 HF 的那个：
+
+# %% tags=["remove-input"]
+listing("tests/test_ch19_kernels.py", "test_a_quantized_engine_equals_hf_with_the_same_rounded_weights")
+
+# %%
+run("python -m pytest -q --color=no tests/test_ch19_kernels.py")
+
+# %% [markdown]
+# ## 怎么讲清楚
+#
+# 批大小 1 的线性层每读 4 个字节只做 2 次浮点运算，快慢全看内存带宽：一步 decode 的时间 ≈ 权重的字节数 ÷ 带宽。所以要么读得更快（自己写 GEMV：每个权重只读一次、几个核一起读），要么读得更少（按组量化：int8 每个权重 1.125 字节，int4 0.75 字节）。RMSNorm 这类小算子搬的字节很少，慢在一个个 aten 算子的分派和临时张量，把它们并成一个 C++ 算子省的是调用次数。C++ 算子进 torch 要三样东西：签名（`TORCH_LIBRARY` 的 def）、每个设备的实现（`TORCH_LIBRARY_IMPL`，分派器按设备挑）、假实现（只推形状，`torch.compile` 靠它把算子留在图里）；编出来的库按“源码 + 选项 + CPU + 版本”的摘要缓存。量化的结果要和“用同样量化权重的参照”逐 token 比，而不是和原始模型比。
+
+# %% [markdown]
+# ## 练习
+#
+# 1. **带宽的账**。SmolLM2 一步 decode 要读多少 MB 的 float32 权重？如果这台机器一个核能读 28 GB/s，批大小 1 时 1 个线程每秒最多生成几个 token？int4 呢？
+# 2. **批大了以后**。批大小 8 时，小批量 GEMV 每读一个权重做几次乘加？为什么到了 16、32 行，交给 torch 的 GEMM 反而更快？
+# 3. **挑战：像 llama.cpp 那样算 int4**。llama.cpp 的 Q4_1 把 x 也量化成 8 位，每组用整数点积（AVX-512 VNNI 的 `vpdpbusd` 一条指令做 64 对 8 位乘加），最后乘上两个缩放。这样做省下了什么？结果还和 HF 逐 token 相同吗？
+#
+# ??? success "参考答案"
+#
+#     1. 线性层 121 个（加上 LM head）合计约 538 MB。28 GB/s 时读一遍约 19 ms，即使别的什么都不做，1 个线程每秒最多约 52 个 token。int4 约 0.75 字节一个权重，LM head 用 int8，合计约 120 MB，读一遍约 4 ms——这时瓶颈已经不是带宽，而是解量化的计算（上面的测量里 int4 远没有快到 4 倍）。
+#     2. 8 次：一个权重读进寄存器，和 8 行 x 各乘加一次。行再多，每个权重做的运算越来越多，成了算力活：要把权重和 x 分块放进缓存、用寄存器分块反复使用，这是 GEMM 库花了很多年优化的事，我们的简单循环比不过它。
+#     3. 省下了把每个 4 位数转成 float 再乘的那几条指令：整数乘加一条指令做 64 对，解量化的计算几乎消失，int4 就真的能按字节数接近 4 倍地快。代价是 x 也被量化了，算出来的数和“用量化权重的 float32 参照”不再一样：本章的测量里 llama.cpp Q4_1 生成的 token 和 HF 只有前一段相同。
+#
+# ### 本章的判题练习
+#
+# 动手写、由评测程序判对错（随机输入，与参考答案逐项比较）；点题目看题面和提示：
+
+# %% tags=["remove-input"]
+exercises()
+
+# %% [markdown]
+# ```bash
+# python practice/judge.py start 57   # 把第 57 题（本章第一道）的起始代码拷进工作区
+# python practice/judge.py test 57    # 判题
+# python practice/judge.py hint 57    # 卡住了看提示
+# ```
+
+# %% [markdown]
+# ## 小结
+#
+# - 批大小 1 的线性层是搬运活：时间 ≈ 权重字节数 ÷ 内存带宽。torch 的 `F.linear` 在这个形状下只用到带宽的一小半。
+# - 小批量 GEMV：权重按行分给线程，每组 32 个解成 float 再乘加，每个权重只读一次；x 超过 8 行交给 torch 的 GEMM。
+# - RMSNorm、写 KV 池这类小算子慢在调用次数而不在字节：C++ 里一行一趟，把七八次分派并成一次。
+# - 分组量化：int8 每组一个缩放，int4 再加一个最小值；组在行内，TP 切分不改变结果。
+# - C++ 算子 = 签名（`TORCH_LIBRARY`）+ 每个设备的实现（`TORCH_LIBRARY_IMPL`）+ 假实现（给 `torch.compile`）；编不出来时 `auto` 退回 torch。
+# - 量化后的引擎与“同样量化的 HF”逐 token 相同；int4 对 SmolLM2 无损。
