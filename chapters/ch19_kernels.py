@@ -14,7 +14,7 @@
 # %% [markdown]
 # # 第 19 章 自定义算子
 #
-# 第 18 章把 decode 编译之后只快了不到一成：批大小 1 时一步的大半时间花在 121 个线性层上，编译动不了它们。它们对每个权重只做一次乘加，时间全花在把权重从内存读进来，而 torch 的 `F.linear` 在这种形状下只用到内存带宽的一小半。于是我们自己写一个 C++ 算子（[GEMV](../glossary.md#gemv)），每个权重只读一遍、按带宽的速度读；再按组量化成 int8、int4，让要读的字节变少；调用最多的 RMSNorm 和写 KV 池也各写成一个 C++ 算子。本章也讲清第 17 章起就在用的那套机器：C++ 源码怎么编译、缓存，怎么用 [TORCH_LIBRARY](../glossary.md#torch-library) 登记成 `torch.ops.minisgl.*`，分派器怎么挑实现，假实现为什么能让 `torch.compile` 把它留在图里。本章的运行证明：C++ 算子的引擎与 Hugging Face 逐 token 相同；量化后的引擎与“用同样的量化权重的 HF”逐 token 相同。
+# 第 18 章把 decode 编译之后只快了不到一成：批大小 1 时一步的大半时间花在 121 个线性层上，编译动不了它们。它们对每个权重只做一次乘加，时间全花在把权重从内存读进来，而 torch 的 `F.linear` 在这种形状下只用到内存带宽的一小半。于是我们自己写一个 C++ 算子（[GEMV](../glossary.md#gemv)），每个权重只读一遍、按带宽的速度读；再按组量化成 int8、int4，让要读的字节变少；调用最多的 RMSNorm 和写 KV 池也各写成一个 C++ 算子。本章也讲清第 17 章起就在用的那套机制：C++ 源码怎么编译、缓存，怎么用 [TORCH_LIBRARY](../glossary.md#torch-library) 登记成 `torch.ops.minisgl.*`，分派器怎么挑实现，假实现为什么能让 `torch.compile` 把它留在图里。本章的运行证明：用 C++ 算子的引擎与 Hugging Face 逐 token 相同；量化后的引擎与“用同样的量化权重的 HF”逐 token 相同。
 
 # %% tags=["remove-cell"]
 from textwrap import indent
@@ -103,7 +103,7 @@ listing("minisgl/kernel/__init__.py", "_build_key")
 listing("minisgl/kernel/__init__.py", "load_kernels")
 
 # %% [markdown]
-# 缓存里有同名的库就直接 `torch.ops.load_library`，零点几秒；没有就交给 `torch.utils.cpp_extension.load`，它写一个 ninja 构建文件、调 g++ 编译链接，十几秒。编不出来（没有编译器、没有 ninja、源码有错）时抛 `KernelsUnavailable`，原因写成一行；`auto` 的设置（注意力后端、线性层）据此退回 torch 的实现，并说一声。
+# 缓存里有同名的库就直接 `torch.ops.load_library`，几乎不花时间；没有就交给 `torch.utils.cpp_extension.load`，它写一个 ninja 构建文件、调 g++ 编译链接，十几秒。编不出来（没有编译器、没有 ninja、源码有错）时抛 `KernelsUnavailable`，原因写成一行；`auto` 的设置（注意力后端、线性层）据此退回 torch 的实现，并说一声。
 #
 # 库里没有任何 Python 绑定代码。每个 `.cpp` 文件末尾用 `TORCH_LIBRARY` 登记签名、用 `TORCH_LIBRARY_IMPL` 给 CPU 这个[分派键](../glossary.md#dispatch-key)登记实现；库一加载，这些静态对象的构造函数就跑一遍，算子出现在 `torch.ops.minisgl` 下：
 
@@ -283,15 +283,15 @@ plt.show()
 #
 # - **HF 和上一章的我们都不随线程数变快**（HF 16.2 → 16.8，torch 算子 18.3 → 18.2 token/s）：`F.linear` 在批大小 1 时每秒只读十来 GB，多一个核也读不快。
 # - **C++ 算子是最大的一步**：一个线程 32.8 token/s，加上第 18 章的编译 39.5，是 HF 的 2.44 倍；两个线程 44.3，2.64 倍。
-# - **float32 一个线程追平了 llama.cpp，两个线程还差一截**：一个线程 1.06 倍（39.5 对 37.3），两个线程 0.85 倍（44.3 对 52.2）。同一台机器上前一次运行是 0.87 倍和 0.89 倍：一个线程的“领先”在几次之间的起伏之内。
-# - **int8 超过了 llama.cpp 的 float32**：两个线程 66.2 token/s，是它的 1.27 倍；代价是权重变了，64 个 token 里只有前 28 个和 HF 相同。
-# - **int4 离 Q4_1 还远**：两个线程 64.6 对 112.5，0.57 倍。我们的 int4 和 HF 的 64 个 token 全部相同，Q4_1 只有前 24 个。
+# - **float32 一个线程接近 llama.cpp，两个线程还差一截**：一个线程 1.06 倍（39.5 对 37.3），两个线程 0.85 倍（44.3 对 52.2）。同一台机器上前一次运行是 0.87 倍和 0.89 倍：一个线程的“领先”在几次之间的起伏之内。
+# - **int8 超过了 llama.cpp 的 float32**：两个线程 66.2 token/s，是它的 1.27 倍；代价是权重变了，64 个 token 里只有 28 个位置和 HF 相同。
+# - **int4 离 Q4_1 还远**：两个线程 64.6 对 112.5，0.57 倍。我们的 int4 和 HF 的 64 个 token 全部相同，Q4_1 只有 24 个。
 #
 # ??? note "深入：还差在哪里"
 #
-#     float32 的差距不在线性层：两个线程时 llama.cpp 的一整步是 19.2 ms，我们光 121 个线性层就要 15.7～21 ms（本页两次测量），剩下的调度、采样、注意力还要几毫秒；llama.cpp 的一步是一张 ggml 计算图，全部由 C 代码执行，几乎没有这部分开销。int4 要读的字节比 int8 少三分之一，却不比 int8 快：把 4 位数解成 float 的计算成了瓶颈（“先量”一节里 int4 每秒只读 8 GB）。llama.cpp 把 x 也按 32 个一组量化成 8 位、用整数点积一次做几十对乘加，省掉了这一步（练习 3）；x 量化了，数就变了，所以它的 token 和 HF 只有前一段相同。
+#     float32 的差距不在线性层：两个线程时 llama.cpp 的一整步是 19.2 ms，我们光 121 个线性层就要 15.7～21 ms（本页两次测量），剩下的调度、采样、注意力还要几毫秒；llama.cpp 的一步是一张 ggml 计算图，全部由 C 代码执行，几乎没有这部分开销。int4 要读的字节比 int8 少三分之一，却不比 int8 快：把 4 位数解成 float 的计算成了瓶颈（“先量”一节里 int4 每秒只读 8 GB）。llama.cpp 把 x 也按 32 个一组量化成 8 位、用整数点积一次做几十对乘加，省掉了这一步（练习 3）；x 量化了，数就变了，所以它的 token 和 HF 只有一部分相同。
 #
-# 速度之外是精度。同一段 109 个 token 的固定文本（本书自己写的一段英文）上的困惑度：HF 的 float32；HF 换上我们的 int8、int4 权重（上面的测试说明引擎和它逐 token 相同，所以这就是引擎的数）；llama.cpp 的两个 GGUF（装了才有）：
+# 速度之外是精度。同一段 109 个 token 的固定文本（本书自己写的一段英文）上的困惑度：HF 的 float32；HF 换上我们的 int8、int4 权重（引擎的贪心结果与它逐 token 相同；两边求和顺序不同，对数概率只在最后几位有差别）；llama.cpp 的两个 GGUF（装了才有）：
 
 # %%
 # NBVAL_IGNORE_OUTPUT
