@@ -49,13 +49,15 @@ def hf_greedy(path: str | Path, prompt_ids: list[int], max_new_tokens: int) -> l
 
 
 def hf_greedy_rounded(path: str | Path, prompt_ids: list[int], max_new_tokens: int,
-                      round_weight: Callable[[str, torch.Tensor], torch.Tensor]) -> list[int]:
-    """同 hf_greedy，但每个线性层（LM head 也算）的权重先换成 round_weight(层名, 权重)。
+                      round_weight: Callable[[str, torch.Tensor], torch.Tensor],
+                      round_input: Callable[[torch.Tensor], torch.Tensor] | None = None) -> list[int]:
+    """同 hf_greedy，但每个线性层（LM head 也算）的权重先换成 round_weight(层名, 权重)，
+    给了 round_input 的话，每个线性层的输入（压成 [行数, K]）也先换成 round_input(输入)。
 
-    给量化过的引擎对答案：round_weight 把权重量化再解回 float32，HF 就用和引擎一模一样的数在算。
+    给量化过的引擎对答案：把权重（和激活）量化再解回 float32，HF 就用和引擎一模一样的数在算。
     LM head 和词嵌入共用权重时先拆开：只换 LM head 那份，查表仍用原来的。
     """
-    model = _rounded_model(_key(path), round_weight)
+    model = _rounded_model(_key(path), round_weight, round_input)
     input_ids = torch.tensor([list(prompt_ids)])
     with quiet_transformers(), torch.inference_mode():
         output = model.generate(input_ids, attention_mask=torch.ones_like(input_ids),
@@ -64,17 +66,25 @@ def hf_greedy_rounded(path: str | Path, prompt_ids: list[int], max_new_tokens: i
 
 
 def hf_perplexity(path: str | Path, ids: list[int],
-                  round_weight: Callable[[str, torch.Tensor], torch.Tensor] | None = None) -> float:
-    """HF 在 ids 上的困惑度：exp(每个位置预测下一个 token 的平均负对数似然)。round_weight 同 hf_greedy_rounded。"""
-    model = _model(_key(path)) if round_weight is None else _rounded_model(_key(path), round_weight)
+                  round_weight: Callable[[str, torch.Tensor], torch.Tensor] | None = None,
+                  round_input: Callable[[torch.Tensor], torch.Tensor] | None = None) -> float:
+    """HF 在 ids 上的困惑度：exp(每个位置预测下一个 token 的平均负对数似然)。
+    round_weight、round_input 同 hf_greedy_rounded。"""
+    model = (_model(_key(path)) if round_weight is None and round_input is None
+             else _rounded_model(_key(path), round_weight or _same_weight, round_input))
     input_ids = torch.tensor([list(ids)])
     with quiet_transformers(), torch.inference_mode():
         logits = model(input_ids).logits[0, :-1].float()
     return torch.nn.functional.cross_entropy(logits, input_ids[0, 1:]).exp().item()
 
 
+def _same_weight(name: str, w: torch.Tensor) -> torch.Tensor:
+    return w
+
+
 @functools.lru_cache(maxsize=4)
-def _rounded_model(path: str, round_weight: Callable[[str, torch.Tensor], torch.Tensor]):
+def _rounded_model(path: str, round_weight: Callable[[str, torch.Tensor], torch.Tensor],
+                   round_input: Callable[[torch.Tensor], torch.Tensor] | None = None):
     with quiet_transformers():
         model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
     model.generation_config = GenerationConfig()
@@ -85,12 +95,18 @@ def _rounded_model(path: str, round_weight: Callable[[str, torch.Tensor], torch.
         for name, module in model.named_modules():
             if isinstance(module, torch.nn.Linear):
                 module.weight.copy_(round_weight(name, module.weight.detach()))
+                if round_input is not None:
+                    module.register_forward_pre_hook(
+                        lambda mod, args: (round_input(args[0].reshape(-1, args[0].shape[-1])).view(args[0].shape),))
     return model
 
 
-def hf_logits(path: str | Path, prompt_ids: list[int]) -> torch.Tensor:
-    """一次前向的 logits，形状 [len(prompt_ids), vocab_size]，float32。"""
-    model = _model(_key(path))
+def hf_logits(path: str | Path, prompt_ids: list[int],
+              round_weight: Callable[[str, torch.Tensor], torch.Tensor] | None = None,
+              round_input: Callable[[torch.Tensor], torch.Tensor] | None = None) -> torch.Tensor:
+    """一次前向的 logits，形状 [len(prompt_ids), vocab_size]，float32。round_weight、round_input 同 hf_greedy_rounded。"""
+    model = (_model(_key(path)) if round_weight is None and round_input is None
+             else _rounded_model(_key(path), round_weight or _same_weight, round_input))
     with quiet_transformers(), torch.inference_mode():
         return model(torch.tensor([list(prompt_ids)])).logits[0].float()
 

@@ -1,7 +1,8 @@
 """第 19 章的测量：批大小 1 的 decode 有多快——我们的几种线性层 vs Hugging Face vs llama.cpp，同一次运行里。
 
 每个线程数（1、2）一个新进程：线程数在进程开始时定下，所有参赛者用同样的线程数。每个参赛者都从同一个
-提示出发贪心地生成，只算 decode：从第一个新 token 出来到最后一个出来，平均每秒几个 token。
+提示出发贪心地生成，只算 decode：相邻两个新 token 出来的间隔取中位数，速率 = 1 / 这个中位数（机器是
+共用的，别的进程偶尔抢走几十毫秒：中位数不受这几步影响，平均数受）。
 参赛者轮流跑 ROUNDS 轮，取中位数（机器是共用的：轮流跑，负载的起伏平摊到每个参赛者身上）。
 llama.cpp 是可选的（python -m minibook.llamacpp install / prepare），没装就不比它。
 直接运行打印全部结果：python examples/ch19_bench.py
@@ -54,7 +55,12 @@ def our_rate(prompt: list[int], **fields) -> tuple[float, list[int]]:
     llm.engine._forward_and_sample = stamped
     ids = llm.generate([prompt], SamplingParams(max_tokens=NEW_TOKENS, ignore_eos=True))[0]["token_ids"]
     llm.shutdown()
-    return (len(stamps) - 1) / (stamps[-1] - stamps[0]), ids
+    return per_second(stamps), ids
+
+
+def per_second(stamps: list[float]) -> float:
+    """相邻时刻之差的中位数的倒数：每秒几个 token。"""
+    return 1.0 / statistics.median(b - a for a, b in zip(stamps, stamps[1:]))
 
 
 def hf_rate(model, prompt: list[int]) -> tuple[float, list[int]]:
@@ -76,8 +82,7 @@ def hf_rate(model, prompt: list[int]) -> tuple[float, list[int]]:
     config = GenerationConfig(do_sample=False, max_new_tokens=NEW_TOKENS, eos_token_id=None, pad_token_id=0)
     with torch.inference_mode():
         out = model.generate(ids, attention_mask=torch.ones_like(ids), generation_config=config, streamer=streamer)
-    t = streamer.times[1:]  # 去掉提示那一次：t[0] 是第一个新 token
-    return (len(t) - 1) / (t[-1] - t[0]), out[0, len(prompt):].tolist()
+    return per_second(streamer.times[1:]), out[0, len(prompt):].tolist()  # 去掉提示那一次：从第一个新 token 起
 
 
 def llamacpp_rate(model, prompt: list[int]) -> tuple[float, list[int]]:
@@ -87,7 +92,7 @@ def llamacpp_rate(model, prompt: list[int]) -> tuple[float, list[int]]:
         ids.append(token)
         if len(ids) == NEW_TOKENS:
             break
-    return (len(stamps) - 1) / (stamps[-1] - stamps[0]), ids
+    return per_second(stamps), ids
 
 
 def measure(threads: int) -> dict:
@@ -142,9 +147,11 @@ PPL_TEXT = (
 
 
 def perplexities() -> dict[str, float]:
-    """PPL_TEXT 上的困惑度：HF float32、HF 换上我们的 int8 / int4 权重（引擎与它逐 token 相同）、llama.cpp。"""
+    """PPL_TEXT 上的困惑度：HF float32、HF 换上我们的 int8 / int4 权重并且每个线性层的输入同样取整（和引擎
+    算的是同一个式子）、llama.cpp。"""
     from minibook.hf import hf_perplexity
-    from minisgl.layers.quant import dequantize_int4, dequantize_int8, quantize_int4, quantize_int8
+    from minisgl.layers.quant import (dequantize_int4, dequantize_int8, quantize_int4, quantize_int8,
+                                      round_activations)
 
     def round8(name, w):
         return dequantize_int8(*quantize_int8(w))
@@ -154,8 +161,9 @@ def perplexities() -> dict[str, float]:
 
     path = smollm2()
     ids = encode(path, PPL_TEXT)
-    result = {"HF float32": hf_perplexity(path, ids), "int8 权重（HF 算）": hf_perplexity(path, ids, round8),
-              "int4 权重（HF 算）": hf_perplexity(path, ids, round4)}
+    result = {"HF float32": hf_perplexity(path, ids),
+              "int8（HF 算）": hf_perplexity(path, ids, round8, round_activations),
+              "int4（HF 算）": hf_perplexity(path, ids, round4, round_activations)}
     if llamacpp.available() is None:
         import numpy as np
         from llama_cpp import Llama

@@ -40,6 +40,7 @@ from minisgl.distributed import (
 )
 from minisgl.kvcache import BaseKVCachePool, create_kvcache_pool
 from minisgl.layers import rope_tables_to
+from minisgl.layers.hugepages import move_weights_to_huge_pages
 from minisgl.layers.norm import use_cpp_norms
 from minisgl.layers.quant import prepare_linear_layers, resolve_cpu_kernels
 from minisgl.models import BaseLLMModel, create_model, load_weight
@@ -150,6 +151,7 @@ class Engine:
         if self.cpu_kernels == "cpp":  # 线性层装上 C++ GEMV（量化时顺便把权重换成 int8 / int4），RMSNorm 换成 C++ 的
             prepare_linear_layers(self.model, config.quantization)
             use_cpp_norms(self.model)
+            move_weights_to_huge_pages(self.model)  # decode 每步把权重读一遍：大页让 TLB 不再拖慢这一遍
         self.num_pages = self._decide_num_pages()  # 能分给请求的页：0 .. num_pages-1
         self.dummy_page = self.num_pages  # 多建一页，不属于任何请求：占位行写 K/V 的地方
         self.kv_cache: BaseKVCachePool = create_kvcache_pool(

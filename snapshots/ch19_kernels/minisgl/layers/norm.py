@@ -38,7 +38,8 @@ class RMSNormFused(RMSNorm):
     """带残差相加的 RMSNorm：一个解码层里"加残差、再归一化"总是成对出现。
 
     forward(x, residual) 返回 (norm(x + residual), x + residual)；第一次调用 residual=None，
-    残差就是 x 本身。把加法并进来，一层少一次读写整个隐状态（GPU 上由融合内核完成）。
+    残差就是 x 本身。把加法并进来，一层少一次读写整个隐状态（CPU 上 use_cpp_norms 之后由 C++ 的
+    add_rms_norm 一趟做完；其余情况是 torch 的几个算子，编译时 inductor 会把它们融合）。
     """
 
     def forward(  # type: ignore[override]

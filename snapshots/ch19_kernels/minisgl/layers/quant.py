@@ -8,6 +8,8 @@ decode 时 x 只有几行，y = x @ W.T 的时间几乎全花在把 W 从内存�
 int8：q = round(w / d) ∈ [-127, 127]，d = 组内最大绝对值 / 127，w ≈ d·q。
 int4：q = round((w - m) / d) ∈ [0, 15]，m = 组内最小值，d = (最大值 - m) / 15，w ≈ d·q + m。
 组只在一行之内：q/k/v、gate/up 合并成一个层，或者按列切给几个 TP rank，每个数的量化结果都不变。
+量化的权重乘的是按同样的组量化成 int8 的 x（round_activations）：C++ 里一组的点积就全是整数乘加。
+行多时也先这样取整 x，再乘解回来的权重：不管走哪条路，量化的层算的都是 round_activations(x) @ W.T。
 
 Engine 加载完权重后调用 prepare_linear_layers，给每个线性层和 LM head 装上一个"怎么乘"的对象。
 """
@@ -62,6 +64,26 @@ def quantize_int4(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Te
     return packed.contiguous(), d.contiguous(), m.contiguous()
 
 
+def quantize_activations(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """x [M, K] → (xq int8 [M, K], dx float32 [M, K/32])：每 32 个一组，dx = 组内最大绝对值 / 127。
+
+    和 linear.cpp 的 QuantizedX 同样的算法（乘 1/127、乘倒数、四舍六入五成双），取整的结果逐个相同。
+    """
+    m, k = x.shape
+    groups = x.float().reshape(m, k // GROUP, GROUP)
+    dx = groups.abs().amax(dim=-1) * (1.0 / 127.0)
+    inv = torch.where(dx > 0, 1.0 / dx, torch.zeros_like(dx))
+    xq = torch.round(groups * inv.unsqueeze(-1))
+    return xq.to(torch.int8).view(m, k), dx
+
+
+def round_activations(x: torch.Tensor) -> torch.Tensor:
+    """x 量化成 int8 再解回 float32：量化的线性层实际乘的那个 x。"""
+    xq, dx = quantize_activations(x)
+    m, k = xq.shape
+    return (xq.view(m, k // GROUP, GROUP).float() * dx.unsqueeze(-1)).view(m, k)
+
+
 def dequantize_int4(packed: torch.Tensor, d: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
     n, k = packed.shape[0], packed.shape[1] * 2
     q = torch.cat([packed & 0xF, packed >> 4], dim=1).float()
@@ -82,7 +104,7 @@ class DenseMatmul:
 
 
 class Int8Matmul:
-    """int8 分组量化的权重：行少时 C++ 边读边解；行多时先解回 float32，再交给 torch 的 GEMM。"""
+    """int8 分组量化的权重：行少时 C++ 整数点积；行多时权重解回 float32、x 同样取整，交给 torch 的 GEMM。"""
 
     def __init__(self, weight: torch.Tensor) -> None:
         self.q, self.d = quantize_int8(weight)
@@ -93,7 +115,7 @@ class Int8Matmul:
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if x.shape[0] <= SMALL_BATCH:
             return torch.ops.minisgl.linear_int8(x, self.q, self.d)
-        return F.linear(x, self.dequantize())
+        return F.linear(round_activations(x), self.dequantize())
 
 
 class Int4Matmul:
@@ -108,7 +130,7 @@ class Int4Matmul:
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if x.shape[0] <= SMALL_BATCH:
             return torch.ops.minisgl.linear_int4(x, self.q, self.d, self.m)
-        return F.linear(x, self.dequantize())
+        return F.linear(round_activations(x), self.dequantize())
 
 
 def _matmul_for(weight: torch.Tensor, kind: str | None) -> DenseMatmul | Int8Matmul | Int4Matmul:
