@@ -14,7 +14,7 @@
 # %% [markdown]
 # # 第 19 章 自定义算子
 #
-# 第 18 章把 decode 编译之后只快了不到一成：批大小 1 时一步的大半时间花在 121 个线性层上，编译动不了它们。它们对每个权重只做一次乘加，时间全花在把权重从内存读进来，而 torch 的 `F.linear` 在这种形状下只用到内存带宽的一小半。于是我们自己写一个 C++ 算子（[GEMV](../glossary.md#gemv)），每个权重只读一遍、按带宽的速度读；再按组量化成 int8、int4，让要读的字节变少；调用最多的 RMSNorm 和写 KV 池也各写成一个 C++ 算子。本章也讲清第 17 章起就在用的那套机制：C++ 源码怎么编译、缓存，怎么用 [TORCH_LIBRARY](../glossary.md#torch-library) 登记成 `torch.ops.minisgl.*`，分派器怎么挑实现，假实现为什么能让 `torch.compile` 把它留在图里。本章的运行证明：用 C++ 算子的引擎与 Hugging Face 逐 token 相同；量化后的引擎与“用同样的量化权重的 HF”逐 token 相同。
+# 第 18 章把 decode 编译之后只快了不到一成：批大小 1 时一步的大半时间花在 121 个线性层上，编译动不了它们。它们对每个权重只做一次乘加，时间全花在把权重从内存读进来，而 torch 的 `F.linear` 在这种形状下只用到内存带宽的一小半。于是我们自己写一个 C++ 算子（[GEMV](../glossary.md#gemv)），每个权重只读一遍、按带宽的速度读；再按组量化成 int8、int4，让要读的字节变少；调用最多的 RMSNorm 和写 KV 池也各写成一个 C++ 算子。本章也讲清第 17 章起就在用的那套机制：C++ 源码怎么编译、缓存、用 [TORCH_LIBRARY](../glossary.md#torch-library) 登记成 `torch.ops.minisgl.*`，假实现为什么能让 `torch.compile` 把它留在图里。本章的运行证明：用 C++ 算子的引擎与 Hugging Face 逐 token 相同；量化后的引擎在真实的生成里，每一层算的都正是“取整的 x 乘取整的 W”。
 
 # %% tags=["remove-cell"]
 from textwrap import indent
@@ -40,19 +40,19 @@ def in_fold(md) -> Markdown:
 # 1. 批大小 1 时，一个 [N, K] 的 float32 线性层每从内存读 1 个字节做几次浮点运算？为什么它快不快只看内存带宽？
 # 2. `TORCH_LIBRARY` 里的 `def` 和 `TORCH_LIBRARY_IMPL` 里的 `impl` 各登记什么？`torch.compile` 为什么还要一个假实现？
 # 3. 同样的 C++ 源码，换一台机器为什么要重编？缓存的键里该有什么？
-# 4. int4 按 32 个一组、每组一个缩放和一个最小值（都是 float32），平均每个权重占几个字节？书里内置的 SmolLM2 为什么在 int4 下一点都不丢？
+# 4. int4 按 32 个一组、每组一个缩放和一个最小值（都是 float32），平均每个权重占几个字节？书里内置的 SmolLM2 的权重为什么量化成 int4 一点都不丢？
 #
 # ??? question "自测参考答案（先自己答，再展开对照）"
 #
 #     1. 每个权重（4 字节）做一次乘加（2 次浮点运算），0.5 次每字节；一个核每秒能做几十 G 次浮点运算，却只能从内存读二三十 GB，所以算力闲着，时间 ≈ 权重字节数 ÷ 内存带宽。
 #     2. `def` 登记签名（名字、参数和返回值的类型，哪个参数会被原地改写）；`impl` 给某个分派键（CPU、CUDA……）登记一份实现。`torch.compile` 追踪时不真的运行算子，只用假张量推形状：假实现告诉它输出的形状和 dtype，它就能把这个算子当成一次不透明的调用留在编译出的图里。
 #     3. 我们用 `-march=native` 编，编出的库只保证能在同样指令集的 CPU 上跑；torch 的版本、Python 的版本也要对得上。键 = 源码 + 编译选项 + CPU 指令集 + torch 与 Python 的版本的摘要，任何一样变了就是另一个库。
-#     4. 每组 16 字节的 4 位数 + 8 字节的缩放和最小值 = 24 字节 / 32 个 = 0.75 字节，是 float32 的 3/16。SmolLM2 的权重是从 Q4_1 格式的 GGUF 反量化来的：每组 32 个数本来就只取 16 种等距的值，我们的 int4 正好把它们还原回去。
+#     4. 每组 16 字节的 4 位数 + 8 字节的缩放和最小值 = 24 字节 / 32 个 = 0.75 字节，是 float32 的 3/16。SmolLM2 的权重是从 Q4_1 格式的 GGUF 反量化来的：每组 32 个数本来就只取 16 种等距的值，我们的 int4 正好把它们还原回去；LM head 在那个文件里是 Q8_0，正好是我们 int8 的格点（int4 模式下 LM head 用 int8）。
 
 # %% [markdown]
 # ## 本章要回顾的文件
 #
-# 第 2 章的线性层（`layers/linear.py`）、第 17 章的 `kernel/__init__.py` 和 `csrc/paged_attention.cpp`（当时提前引入，本章讲）、第 18 章的 `minisgl::store_kv`。本章新建三个 C++ 文件（线性层、RMSNorm、写 KV 池）和 `layers/quant.py`（量化）；线性层、LM head、RMSNorm 改成能换用 C++ 算子，`kernel/__init__.py` 加假实现，Engine、`EngineConfig` 和启动器加 `--cpu-kernels`、`--quantization`。
+# 第 2 章的线性层（`layers/linear.py`）、第 17 章的 `kernel/__init__.py` 和 `csrc/paged_attention.cpp`（当时提前引入，本章讲）、第 18 章的 `minisgl::store_kv`。本章新建三个 C++ 文件（线性层、RMSNorm、写 KV 池）、`layers/quant.py`（量化）和 `layers/hugepages.py`（大页）；线性层、LM head、RMSNorm 能换用 C++ 算子，`kernel/__init__.py` 加假实现，Engine 和启动器加 `--cpu-kernels`、`--quantization`。
 
 # %% tags=["remove-input"]
 header()
@@ -63,7 +63,7 @@ tree()
 # %% [markdown]
 # ## 这一步的 main
 #
-# 本章的 main 是 `examples/ch19_kernels.py`：列出登记过的算子和它们的签名；量一步 decode 的 121 个线性层用四种方式各要多久；RMSNorm 和写 KV 池的 C++ 版本比 torch 写法快多少；量化误差；最后用 C++ GEMV、int8、int4 跑 SmolLM2 和 tiny Qwen3，和 HF 比。CPU 上 float32 时默认就用本书的 C++ 算子（`cpu_kernels="auto"`，`"torch"` 关掉）；量化用 `quantization` / `--quantization` 打开：
+# 本章的 main 是 `examples/ch19_kernels.py`：列出登记过的算子和它们的签名；量一步 decode 的 121 个线性层用五种方式各要多久；RMSNorm 和写 KV 池的 C++ 版本比 torch 写法快多少；量化误差；最后用 C++ GEMV、int8、int4 跑 SmolLM2 和 tiny Qwen3，和 HF 比。CPU 上 float32 时默认就用本书的 C++ 算子（`cpu_kernels="auto"`，`"torch"` 关掉）；量化用 `quantization` / `--quantization` 打开：
 #
 # ```bash
 # python tools/steps.py run 19 -- python examples/ch19_kernels.py
@@ -71,7 +71,7 @@ tree()
 # python tools/steps.py run 19 -- python -m minisgl --quantization int8
 # ```
 #
-# ![左：一个 C++ 算子从源码到 torch.ops.minisgl.* ——按摘要找缓存、没有就编译、加载时登记签名和 CPU 实现，Python 这边再登记假实现；右：decode 的一个线性层，权重按行分给线程，每组 32 个解成 float、和 x 的每一行乘加，每个权重只读一次](../assets/ch19_kernels.svg)
+# ![左：一个 C++ 算子从源码到 torch.ops.minisgl.* ——按摘要找缓存、没有就编译、加载时登记签名和 CPU 实现，Python 这边再登记假实现；右：decode 的一个线性层，权重按行分给线程，每组 32 个和 x 的每一行乘加（int8、int4 把 x 也取整成 int8，用整数点积），每个权重只读一次](../assets/ch19_kernels.svg)
 #
 # ## 先量：F.linear 在批大小 1 时读得有多快
 #
@@ -88,7 +88,7 @@ section_bandwidth(weights)
 print(f"（机器的 1 分钟平均负载 {os.getloadavg()[0]:.1f}）")
 
 # %% [markdown]
-# 两个线程时 `F.linear` 在这个形状下每秒只读 11 GB 左右，我们自己的 C++ 算子读 26 GB，快两倍多（共用的机器，几次之间能差三成：下面“运行”一节又量了一次）；int8、int4 要读的字节只有 float32 的 28%、19%，但时间并没有按比例缩短：解量化要算，这几个算子在 int8、int4 下已经不再只受带宽限制。这一章剩下的部分讲这几个算子是怎么写、怎么接进 torch 和引擎的。
+# 两个线程时 `F.linear` 每秒只读 11 GB 左右，我们的 C++ 算子读 26 GB，放进大页再快一成多；int8、int4 要读的字节只有 float32 的 28%、21%，时间也差不多按比例缩短（共用的机器，几次之间差三成）。
 #
 # ## 一个 C++ 算子怎么进 torch
 #
@@ -162,7 +162,7 @@ listing("minisgl/kernel/__init__.py", "_register_fakes")
 listing("minisgl/kernel/csrc/linear.cpp", "gemv_f32")
 
 # %% [markdown]
-# 量化的两个算子不把权重解成 float：x 先按同样的 32 个一组量化成 int8（每组一个缩放 dx），一组的点积 Σ q·xq 就全是整数乘加，最后乘一次 d·dx。有 AVX-512 VNNI 的 CPU 上这是一条 `vpdpbusd`：一次做 32 对 8 位乘加。int4 的一行：
+# 量化的两个算子把 x 也按 32 个一组取整成 int8，一组的点积就全是整数乘加（AVX-512 VNNI 的 `vpdpbusd` 一条指令 32 对），最后乘一次缩放。int4 的一行：
 
 # %% tags=["remove-input"]
 listing("minisgl/kernel/csrc/linear.cpp", "Int4Rows")
@@ -176,20 +176,23 @@ listing("minisgl/kernel/csrc/linear.cpp", "Int4Rows")
 listing("minisgl/kernel/csrc/linear.cpp", "QuantizedX")
 
 # %% [markdown]
-# x 超过 8 行时（prefill、大批的 decode）每个权重要和很多行相乘，这时是算力活，交给 torch 的 GEMM（它用 oneDNN/MKL 的分块矩阵乘）；这个算子只接 1～8 行。
+# x 超过 8 行时（prefill、大批的 decode）每个权重要和很多行相乘，是算力活，交给 torch 的 GEMM（oneDNN/MKL 的分块矩阵乘）；这几个算子只接 1～8 行。
 #
 # ## 大页：让一遍读得更快
 #
-# 每一步 decode 把 538 MB 的权重从头读到尾。CPU 按页翻译地址，翻译结果缓存在只有几千项的 TLB 里：4 KB 的页要翻译 13 万次，几乎次次落空；2 MB 的大页只要 270 次。Linux 的透明大页只给 `madvise` 过的私有匿名内存用大页，torch 的分配器不做这件事，所以 `layers/hugepages.py` 自己 `mmap` 一块、`madvise`，把全部权重拷进去、换掉模型里的引用（LM head 和词嵌入共用的那块只拷一份）。Engine 用 C++ 算子时就这样做。
+# 每一步 decode 把 538 MB 的权重从头读到尾。CPU 按页翻译地址，翻译结果缓存在只有几千项的 TLB 里：4 KB 的页要翻译 13 万次，2 MB 的大页只要 270 次。Engine 用 C++ 算子时，`layers/hugepages.py` 把全部权重拷进一块大页内存。
 #
-# ??? note "深入：`copy_to_huge_pages` 的全文"
+# ??? note "深入：透明大页，`copy_to_huge_pages` 的全文"
+#
+#     Linux 的透明大页（THP）在 `/sys/kernel/mm/transparent_hugepage/enabled` 是 `madvise` 时，只给 `madvise(MADV_HUGEPAGE)` 过的私有匿名内存用大页。torch 的分配器不做这件事，所以我们自己 `mmap` 一块（必须是私有的：共享的匿名内存走另一个开关）、在第一次写之前 `madvise`，把权重依次拷进去，再换掉模型里的引用；LM head 和词嵌入共用的那块只拷一份。系统不给大页时一切照旧，只是慢一点。
 
 # %% tags=["remove-input", "fold"]
 listing("minisgl/layers/hugepages.py", "copy_to_huge_pages")
 
+# %% [markdown]
 # ## RMSNorm 和写 KV 池：一趟做完
 #
-# 线性层以外，SmolLM2 的一步 decode 还有 61 次 RMSNorm（每层两次，最后再一次）和 30 次写 KV 池。它们搬的字节很少（一行 576 个数），慢在调用的次数：torch 写法的一次“残差相加 + RMSNorm”是加法、转 float、平方、求均值、加 eps、rsqrt、两次乘法这八个 aten 算子，每个都要走一遍分派、分配一块输出、把整行读写一遍。`csrc/rms_norm.cpp` 把它写成一个算子，每行只走一趟：先写出 s = x + residual（它就是下一层的残差），顺手累加 s²，再写归一化的结果：
+# 线性层以外，SmolLM2 的一步 decode 还有 61 次 RMSNorm（每层两次，最后再一次）和 30 次写 KV 池。它们搬的字节很少，慢在调用次数：torch 写法的一次“残差相加 + RMSNorm”是加法、平方、求均值、加 eps、rsqrt、两次乘法这七个 aten 算子，每个都要分派、分配输出、把整行读写一遍。`csrc/rms_norm.cpp` 每行只走一趟：先写出 s = x + residual（下一层的残差），顺手累加 s²，再写归一化的结果：
 
 # %% tags=["remove-input"]
 listing("minisgl/kernel/csrc/rms_norm.cpp", "norm_row")
@@ -215,7 +218,7 @@ from ch19_kernels import section_small_ops
 section_small_ops()
 
 # %% [markdown]
-# 批大小 1 时，一次残差相加 + RMSNorm 从 16.0 µs 降到 3.1 µs，一步 61 次省下约 0.79 ms；`store_kv` 一次从 7.9 µs 降到 3.9 µs，一步 30 次省约 0.12 ms。两样合起来约是一步 decode（一个线程约 30 ms）的 3%：大头仍然是线性层。和 torch 写法的差最大 1e-6 上下（求和的顺序不同），贪心结果照样与 HF 逐 token 相同（下面的运行和测试）。
+# 批大小 1 时，一次残差相加 + RMSNorm 从 26.9 µs 降到 5.2 µs，一步 61 次省下约 1.3 ms；`store_kv` 一次从 8.5 µs 降到 3.8 µs，一步 30 次省约 0.14 ms。合起来约是一步 decode（一个线程约 29 ms）的 5%。和 torch 写法差 1e-6 上下（求和顺序不同），贪心结果照样与 HF 相同。
 #
 # ??? note "深入：小算子为什么不和带宽比"
 #
@@ -238,7 +241,7 @@ from ch19_kernels import section_error
 section_error(weights)
 
 # %% [markdown]
-# SmolLM2 线性层的 int4 误差是 0：书里内置的 SmolLM2 是从 Q4_1 格式的 GGUF 反量化来的（第 3 章），每组 32 个数本来就只取 16 种等距的值，最小值和最大值正好落在格点上，我们的 int4 把它原样还原。int8 的格点是另一套（以 0 为中心、对称），反而有一点误差。随机权重的 tiny Qwen3 上 int4 的误差是 int8 的十五倍左右。
+# SmolLM2 线性层的 int4 误差是 0：它是从 Q4_1 格式的 GGUF 反量化来的（第 3 章），每组 32 个数本来就只取 16 种等距的值，我们的 int4 原样还原。int8 的格点是另一套（以 0 为中心），反而有一点误差。随机权重的 tiny Qwen3 上 int4 的误差是 int8 的十五倍左右。
 #
 # ??? note "深入：LM head 为什么在 int8 下无损"
 #
@@ -255,11 +258,11 @@ listing("minisgl/layers/quant.py", "resolve_cpu_kernels")
 listing("minisgl/layers/quant.py", "prepare_linear_layers")
 
 # %% [markdown]
-# 先全部检查、再动手，不会量化到一半才发现某一层宽度不对。LM head 在两种量化下都用 int8：词表的 logits 对误差最敏感，llama.cpp 的 Q4_1 文件也不把输出层压到 4 位。
+# 先全部检查、再动手，不会量化到一半才发现某一层宽度不对。LM head 在两种量化下都用 int8：logits 对误差最敏感，llama.cpp 的 Q4_1 文件也不把输出层压到 4 位。
 #
 # ??? note "深入：量化后的权重去了哪里，批大了怎么办"
 #
-#     量化后线性层的 float32 权重删掉（省内存，也证明 decode 真的没在读它）；行多时先把整块权重解回 float32 再交给 torch 的 GEMM，这比 float32 权重慢：量化只为批小的 decode。
+#     量化后线性层的 float32 权重删掉（省内存，也证明 decode 真的没在读它）；行多时先把整块权重解回 float32、x 同样取整，再交给 torch 的 GEMM，这比 float32 权重慢：量化只为批小的 decode。
 #
 # ## 量：和 HF、llama.cpp 比
 #
@@ -267,7 +270,7 @@ listing("minisgl/layers/quant.py", "prepare_linear_layers")
 #
 # ??? note "深入：怎么量的，llama.cpp 从哪里来"
 #
-#     速度从第一个新 token 出来算到最后一个出来，每秒几个。线程数在进程开始时定下，所以每个线程数一个新进程；参赛者轮流跑，机器负载的起伏平摊到每个人身上。llama.cpp 是可选的参照：`python -m minibook.llamacpp install` 从源码编 llama-cpp-python，`prepare` 准备两个 GGUF——Q4_1 就是书里内置权重的原件，F32 是用 `gguf` 包把它逐个张量解成 float32 写回的。没装的机器上这一栏不出现。
+#     速度取相邻两个新 token 的间隔的中位数，再取倒数：机器是共用的，别的进程偶尔抢走几十毫秒，中位数不受这几步影响（对每个参赛者都这样算）。线程数在进程开始时定下，所以每个线程数一个新进程；参赛者轮流跑，机器负载的起伏平摊到每个人身上。llama.cpp 是可选的参照：`python -m minibook.llamacpp install` 从源码编 llama-cpp-python，`prepare` 准备两个 GGUF——Q4_1 就是书里内置权重的原件，F32 是用 `gguf` 包把它逐个张量解成 float32 写回的。没装的机器上这一栏不出现。
 
 # %%
 # NBVAL_SKIP
@@ -298,17 +301,15 @@ plt.show()
 # %% [markdown]
 # 几件事一眼就能看出来：
 #
-# - **HF 和上一章的我们都不随线程数变快**（HF 16.2 → 16.8，torch 算子 18.3 → 18.2 token/s）：`F.linear` 在批大小 1 时每秒只读十来 GB，多一个核也读不快。
-# - **C++ 算子是最大的一步**：一个线程 32.8 token/s，加上第 18 章的编译 39.5，是 HF 的 2.44 倍；两个线程 44.3，2.64 倍。
-# - **float32 一个线程接近 llama.cpp，两个线程还差一截**：一个线程 1.06 倍（39.5 对 37.3），两个线程 0.85 倍（44.3 对 52.2）。同一台机器上前一次运行是 0.87 倍和 0.89 倍：一个线程的“领先”在几次之间的起伏之内。
-# - **int8 超过了 llama.cpp 的 float32**：两个线程 66.2 token/s，是它的 1.27 倍；代价是权重变了，64 个 token 里只有 28 个位置和 HF 相同。
-# - **int4 离 Q4_1 还远**：两个线程 64.6 对 112.5，0.57 倍。我们的 int4 和 HF 的 64 个 token 全部相同，Q4_1 只有 24 个。
+# - **HF 和上一章的我们都不随线程数变快**（HF 16.5 → 17.8，torch 算子 17.2 → 19.0 token/s）。
+# - **C++ 算子是最大的一步**：一个线程加上编译 39.3 token/s，两个线程 48.1，是 HF 的 2.4、2.7 倍；比 llama.cpp 的 float32 还慢一点（0.92、0.94 倍）。
+# - **int4 和 Q4_1 不相上下**：1.04 倍（86.9 对 83.6）、0.92 倍（116.8 对 126.4）；和 HF 相同的 token 位置也差不多（27、24 个）。
 #
 # ??? note "深入：还差在哪里"
 #
-#     float32 的差距不在线性层：两个线程时 llama.cpp 的一整步是 19.2 ms，我们光 121 个线性层就要 15.7～21 ms（本页两次测量），剩下的调度、采样、注意力还要几毫秒；llama.cpp 的一步是一张 ggml 计算图，全部由 C 代码执行，几乎没有这部分开销。int4 要读的字节比 int8 少三分之一，却不比 int8 快：把 4 位数解成 float 的计算成了瓶颈（“先量”一节里 int4 每秒只读 8 GB）。llama.cpp 把 x 也按 32 个一组量化成 8 位、用整数点积一次做几十对乘加，省掉了这一步（练习 3）；x 量化了，数就变了，所以它的 token 和 HF 只有一部分相同。
+#     差的是线性层以外的那两三毫秒。两个线程时 llama.cpp 的 F32 一整步 19.5 ms，我们的 121 个线性层在大页上读一遍就要 18.3 ms（“先量”一节），一整步约 21 ms；int4 也一样：线性层 4.8 ms，一整步约 8.6 ms，Q4_1 一整步 7.9 ms。llama.cpp 的一步是一张 ggml 计算图，全部由 C 代码执行；我们编译过的一步里还有 inductor 生成的逐元素循环、注意力，以及 dynamo 每次调用前检查的两千多条守卫（约 1 ms：不经守卫、直接调用编译好的函数，这一段从 6.8 ms 降到 5.6 ms，但那样第 18 章“改了编进图里的常数就当场报错”的保护也没了，本书没有这样做）。
 #
-# 速度之外是精度。同一段 109 个 token 的固定文本（本书自己写的一段英文）上的困惑度：HF 的 float32；HF 换上我们的 int8、int4 权重（引擎的贪心结果与它逐 token 相同）；llama.cpp 的两个 GGUF（装了才有）：
+# 速度之外是精度。同一段 109 个 token 的固定文本（本书自己写的一段英文）上的困惑度：HF 的 float32；HF 换上我们的 int8、int4 权重、每个线性层的输入也同样取整（和引擎算的是同一个式子）；llama.cpp 的两个 GGUF（装了才有）：
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -318,7 +319,7 @@ for name, ppl in perplexities().items():
     print(f"{name:<20} {ppl:.4f}")
 
 # %% [markdown]
-# int4 的困惑度和 float32 一模一样（30.0697）：SmolLM2 的线性层本来就在 int4 的格点上、LM head 在 int8 的格点上，量化什么也没改。int8 反而高一点（30.26）：它把 4 位格点上的数挪到了另一套格点上。llama.cpp 的 Q4_1 用的权重和我们的 int4 完全一样，困惑度却高了 0.08：它把 x 也量化成了 8 位，这是它快的代价。
+# SmolLM2 的权重在 int4 下一个数都没变，int4 的困惑度仍比 float32 高 0.12（30.19 对 30.07）：这全是把 x 取整成 8 位的代价，整数点积快就快在这里。llama.cpp 的 Q4_1 用的是同样的权重、同样取整 x，30.15。int8 更高一点（30.28）：它还把 4 位格点上的权重挪到了另一套格点上。
 #
 # ## 运行
 
@@ -336,9 +337,8 @@ for expected in ("minisgl::linear_int4(Tensor x, Tensor q, Tensor scale, Tensor 
 # %% [markdown]
 # 值得注意的几处：
 #
-# - 七个算子都在 `torch.ops.minisgl` 下，签名就是登记时写的那一行。
-# - SmolLM2 的线性层每组最多 16 种值，LM head 在 int8 下无损：SmolLM2 的 int4 模式一个数都没变。
-# - 每种设置都与它的参照完全相同；int8 的权重变了，生成得长了迟早会和原始 HF 分开。
+# - 七个算子都在 `torch.ops.minisgl` 下，签名就是登记时写的。
+# - SmolLM2 的 int4 权重一个没变，和 HF 相同的 token 却只有 23/48：取整 x 的误差让贪心在某一步换了个词，之后各走各的。
 #
 # ## 与上游的差异
 #
@@ -359,7 +359,7 @@ for expected in ("minisgl::linear_int4(Tensor x, Tensor q, Tensor scale, Tensor 
 #
 # ## 测试
 #
-# 本章的测试在 `tests/test_ch19_kernels.py`：三个线性层算子在随机形状、随机量级上等于 torch 的参照，坏输入是一条中文错误而不是越界读；两个 RMSNorm 算子在随机形状上与 torch 写法相差不超过 1e-5、残差和逐位相同，也能读 qkv 里切出来的不连续的头；量化误差不超过半个刻度，int4 的装法，TP 切分与合并层不改变量化结果，SmolLM2 的权重在 Q4_1 的格点上；C++ 算子的引擎（每个 RMSNorm 都换成了 C++ 的）与 HF 逐 token 相同，量化后与“同样量化的 HF”逐 token 相同、而与原始 HF 不同（没真量化的实现过不了）；编译后的 int4 decode 不重编；量化后不再留 float32 权重；设置和命令行的坏值；编不出 C++ 时 `auto` 退回 torch。比 HF 的那个：
+# 本章的测试在 `tests/test_ch19_kernels.py`：三个线性层算子在随机形状、随机量级上等于 torch 的参照，坏输入是一条中文错误而不是越界读；两个 RMSNorm 算子在随机形状上与 torch 写法相差不超过 1e-5、残差和逐位相同，也能读 qkv 里切出来的不连续的头；量化误差不超过半个刻度，int4 的装法，TP 切分与合并层不改变量化结果，SmolLM2 的权重在 Q4_1 的格点上；C++ 算子的引擎（每个 RMSNorm 都换成了 C++ 的，权重在大页里，共用的只有一份）与 HF 逐 token 相同；量化后在真实的生成里逐层检查每一次乘法（只量化权重、不取整 x 的实现过不了）；不用 VNNI 另编的一份算出同样的结果；编译后的 int4 decode 与不编译的 token 相同、不重编；量化后不再留 float32 权重；设置和命令行的坏值；编不出 C++ 时 `auto` 退回 torch。逐层检查的那个：
 
 # %% tags=["remove-input"]
 listing("tests/test_ch19_kernels.py", "test_every_quantized_layer_computes_rounded_x_times_rounded_w_in_a_real_run")
@@ -370,20 +370,20 @@ run("python -m pytest -q --color=no tests/test_ch19_kernels.py")
 # %% [markdown]
 # ## 怎么讲清楚
 #
-# 批大小 1 的线性层每读 4 个字节只做 2 次浮点运算，快慢全看内存带宽：一步 decode 的时间 ≈ 权重的字节数 ÷ 带宽。所以要么读得更快（自己写 GEMV：每个权重只读一次、几个核一起读），要么读得更少（按组量化：int8 每个权重 1.125 字节，int4 0.75 字节）。RMSNorm 这类小算子搬的字节很少，慢在一个个 aten 算子的分派和临时张量，把它们并成一个 C++ 算子省的是调用次数。C++ 算子进 torch 要三样东西：签名（`TORCH_LIBRARY` 的 def）、每个设备的实现（`TORCH_LIBRARY_IMPL`，分派器按设备挑）、假实现（只推形状，`torch.compile` 靠它把算子留在图里）；编出来的库按“源码 + 选项 + CPU + 版本”的摘要缓存。量化的结果要和“用同样量化权重的参照”逐 token 比，而不是和原始模型比。
+# 批大小 1 的线性层每读 4 个字节只做 2 次浮点运算，快慢全看内存带宽：一步 decode 的时间 ≈ 权重的字节数 ÷ 带宽。所以要么读得更快（自己写 GEMV：每个权重只读一次、几个核一起读），要么读得更少（按组量化：int8 每个权重 1.125 字节，int4 0.75 字节）。量化后字节少了，解量化成了瓶颈：x 也取整成 int8，一组的点积就全是整数乘加（VNNI 一条指令 32 对）。读几百 MB 时 4 KB 的页让 TLB 次次落空，大页让同样的循环读得更快。RMSNorm 这类小算子搬的字节很少，慢在一个个 aten 算子的分派和临时张量，把它们并成一个 C++ 算子省的是调用次数。C++ 算子进 torch 要三样东西：签名（`TORCH_LIBRARY` 的 def）、每个设备的实现（`TORCH_LIBRARY_IMPL`，分派器按设备挑）、假实现（只推形状，`torch.compile` 靠它把算子留在图里）；编出来的库按“源码 + 选项 + CPU + 版本”的摘要缓存。取整是不连续的，输入差 1e-6 就可能取到相邻的刻度：检查量化的引擎，要逐层拿它真的收到的输入和参照比，而不是比贪心的 token。
 
 # %% [markdown]
 # ## 练习
 #
 # 1. **带宽的账**。SmolLM2 一步 decode 要读多少 MB 的 float32 权重？如果这台机器一个核能读 28 GB/s，批大小 1 时 1 个线程每秒最多生成几个 token？int4 呢？
 # 2. **批大了以后**。批大小 8 时，小批量 GEMV 每读一个权重做几次乘加？为什么到了 16、32 行，交给 torch 的 GEMM 反而更快？
-# 3. **挑战：像 llama.cpp 那样算 int4**。llama.cpp 的 Q4_1 把 x 也量化成 8 位，每组用整数点积（VNNI 的 `vpdpbusd` 一条指令做 32 对 8 位乘加），最后乘上缩放、加上最小值那一项。这样做省下了什么？结果还和 HF 逐 token 相同吗？
+# 3. **挑战：整数点积的账**。`vpdpbusd` 要一个无符号、一个有符号的乘数，int8 的权重却有正有负：`linear.cpp` 把 q 异或 0x80、再减掉 128·Σxq，为什么结果分毫不差，int32 会不会溢出？int4 的最小值那一项为什么每组只要乘一次？
 #
 # ??? success "参考答案"
 #
-#     1. 线性层 121 个（加上 LM head）合计约 538 MB。28 GB/s 时读一遍约 19 ms，即使别的什么都不做，1 个线程每秒最多约 52 个 token。int4 约 0.75 字节一个权重，LM head 用 int8，合计约 112 MB，读一遍约 4 ms——这时瓶颈已经不是带宽，而是解量化的计算（上面的测量里 int4 远没有快到 4 倍）。
+#     1. 线性层 121 个（加上 LM head）合计约 538 MB。28 GB/s 时读一遍约 19 ms，即使别的什么都不做，1 个线程每秒最多约 52 个 token。int4 约 0.75 字节一个权重，LM head 用 int8，合计约 112 MB，读一遍约 4 ms，每秒最多两百多个 token——前提是每读一组，算得比读得快：把 4 位数逐个转成 float 再乘就做不到，所以本章用整数点积。
 #     2. 8 次：一个权重读进寄存器，和 8 行 x 各乘加一次。行再多，每个权重做的运算越来越多，成了算力活：要把权重和 x 分块放进缓存、用寄存器分块反复使用，这是 GEMM 库花了很多年优化的事，我们的简单循环比不过它。
-#     3. 省下了把每个 4 位数转成 float 再乘的那几条指令：整数乘加一条指令做 64 对，解量化的计算几乎消失，int4 就真的能按字节数接近 4 倍地快。代价是 x 也被量化了，算出来的数和“用量化权重的 float32 参照”不再一样：本章的测量里 llama.cpp Q4_1 生成的 token 和 HF 只有前一段相同。
+#     3. 补码的 int8 异或 0x80（翻转符号位）当成 uint8 读，正好是 q + 128：-127 变成 1，127 变成 255。于是 Σ(q + 128)·xq = Σ q·xq + 128·Σ xq，减掉后一项就是想要的，全是整数运算，没有舍入。一组最大是 32 × 255 × 127 ≈ 104 万，离 int32 的 21 亿远得很。最小值 m 在一组里是同一个数：Σ m·dx·xq = m·dx·Σ xq，而 Σ xq 只和 x 有关，取整 x 时算一次，N 行权重都用它。
 #
 # ### 本章的判题练习
 #
@@ -402,9 +402,8 @@ exercises()
 # %% [markdown]
 # ## 小结
 #
-# - 批大小 1 的线性层是搬运活：时间 ≈ 权重字节数 ÷ 内存带宽。torch 的 `F.linear` 在这个形状下只用到带宽的一小半。
-# - 小批量 GEMV：权重按行分给线程，每组 32 个解成 float 再乘加，每个权重只读一次；x 超过 8 行交给 torch 的 GEMM。
-# - RMSNorm、写 KV 池这类小算子慢在调用次数而不在字节：C++ 里一行一趟，把七八次分派并成一次。
-# - 分组量化：int8 每组一个缩放，int4 再加一个最小值；组在行内，TP 切分不改变结果。
+# - 批大小 1 的线性层是搬运活：时间 ≈ 权重字节数 ÷ 内存带宽。小批量 GEMV 让每个权重只读一次，大页让这一遍读得更快。
+# - 分组量化让字节变少；x 也取整成 int8，一组的点积就是整数乘加（`vpdpbusd`），解量化不再是瓶颈。
+# - RMSNorm、写 KV 池这类小算子慢在调用次数：C++ 里一行一趟，把七八次分派并成一次。
 # - C++ 算子 = 签名（`TORCH_LIBRARY`）+ 每个设备的实现（`TORCH_LIBRARY_IMPL`）+ 假实现（给 `torch.compile`）；编不出来时 `auto` 退回 torch。
-# - 量化后的引擎与“同样量化的 HF”逐 token 相同；int4 对 SmolLM2 无损。
+# - 不量化的引擎与 HF 逐 token 相同；量化的引擎逐层检查“取整的 x 乘取整的 W”。

@@ -1,6 +1,7 @@
 """每一章：用 steps.py check 单独搭出这一章的树，跑它的 main 和它的测试；再确认 notebook 与源同步、
 书页的组成部分齐全。同一件事只做一遍：同一次 pytest 里这一章的 notebook 已经跑了的 main 和测试，这里不再跑
-（规则见 _ran_by_notebook_in_this_session）；前几章的测试只在最后一个修改了前几章文件的章的树里重跑一次。"""
+（规则见 _ran_by_notebook_in_this_session）；前几章的测试只在最后一个修改了前几章文件的章的树里重跑一次，
+在那里重跑的章，自己的树里只跑 notebook 跑了的那部分。"""
 
 import re
 import subprocess
@@ -96,17 +97,27 @@ def _ran_by_notebook_in_this_session(ch: C.Chapter, request) -> tuple[bool, bool
     return notebook_runs(ch, sources)
 
 
+def _rerun_later_in_this_session(ch: C.Chapter, request) -> bool:
+    """本次 pytest 选中了 RERUN_IN 那一章的检查（它在最后的树里重跑前面每一章的全部测试），而 ch 在它前面。"""
+    if RERUN_IN is None or ch.number >= RERUN_IN.number:
+        return False
+    wanted = f"test_chapter_builds_runs_and_passes_its_tests[{RERUN_IN.name}]"
+    return any(item.name == wanted for item in request.session.items)
+
+
 @pytest.mark.parametrize("ch", WRITTEN, ids=[c.name for c in WRITTEN])
 def test_chapter_builds_runs_and_passes_its_tests(ch, request):
     """每章跑 main 和自己的测试；本次 pytest 执行的 notebook 已经照原样跑过的，这里不跑第二遍。
     前几章的测试只在最后一个修改了前几章文件的章的树里重跑（全部重跑一遍就够了，省下 CI 的时间）；
-    读者的 steps.py check 仍然逐章重跑。"""
+    在那里重跑的章，自己的树里只跑 notebook 跑了的那部分（notebook 一个测试都没跑的章照常全跑）。
+    读者的 steps.py check 仍然逐章全跑。"""
     rerun = RERUN_IN is not None and ch.number == RERUN_IN.number
     skip_main, tests = _ran_by_notebook_in_this_session(ch, request)
-    skip_tests = tests is True
+    # 这一章的测试在本次 pytest 里还会在最后的树里全部重跑：notebook 没跑的那部分不再在本章的树里跑一遍
+    skip_tests = tests is True or (_rerun_later_in_this_session(ch, request) and tests is not False)
     args = (["check", str(ch.number), "--rerun-all" if rerun else "--no-rerun"]
             + ["--skip-main"] * skip_main + ["--skip-own-tests"] * skip_tests
-            + (["--skip-own-k", tests] if isinstance(tests, str) else []))
+            + (["--skip-own-k", tests] if isinstance(tests, str) and not skip_tests else []))
     proc = subprocess.run([sys.executable, str(REPO / "tools" / "steps.py"), *args],
                           capture_output=True, text=True, cwd=REPO)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
