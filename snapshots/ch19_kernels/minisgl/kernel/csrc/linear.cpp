@@ -103,7 +103,7 @@ inline __m256 add_group(__m256 acc, __m256i w_u8, const int8_t* x, float scale) 
 #endif
 
 // int8 权重的一行：Σ_g d·dx·Σ_t q·xq。vpdpbusd 要一个无符号的乘数：q 异或 0x80 就是 q + 128 ∈ [1, 255]，
-// 多算的 128·Σ xq 再减掉（整数，分毫不差）
+// 多算的 128·Σ xq（整数）乘上这一组的缩放再减掉
 struct Int8Rows {
   const int8_t* q;
   const float* scale;  // [N, K / 32]
