@@ -475,9 +475,10 @@ listing("tests/test_ch15_server.py", "test_n_choices_share_the_prompt_pages")
 # 页在服务器外面看不见，这个测试用接纳来看：探测请求要的页，共用提示时放得下，每个回答各占一份提示时放不下，要等 4 个回答结束才能接纳。它和三个不起进程的测试：
 
 # %%
-T = "tests/test_ch15_server.py::"
-run(f"python -m pytest -q --color=no {T}test_n_choices_share_the_prompt_pages {T}test_shell_multi_turn_reset_and_exit "
-    f"{T}test_frontend_routes_replies_aborts_and_fails_fast {T}test_flags_map_to_server_args_and_errors_are_chinese")
+run("python -m pytest -q --color=no tests/test_ch15_server.py::test_n_choices_share_the_prompt_pages "
+    "tests/test_ch15_server.py::test_shell_multi_turn_reset_and_exit "
+    "tests/test_ch15_server.py::test_frontend_routes_replies_aborts_and_fails_fast "
+    "tests/test_ch15_server.py::test_flags_map_to_server_args_and_errors_are_chinese")
 
 # %% [markdown]
 # ## 怎么讲清楚

@@ -29,9 +29,10 @@ def _rerun_chapter(chapters: list[C.Chapter]) -> C.Chapter | None:
 RERUN_IN = _rerun_chapter(WRITTEN)
 
 
-def notebook_runs(ch: C.Chapter, sources: list[str] | None = None) -> tuple[bool, bool | str]:
+def notebook_runs(ch: C.Chapter, sources: list[str] | None = None) -> tuple[bool, bool | str | tuple[str, ...]]:
     """这些 notebook 单元（默认：.ipynb 里 nbval 不跳过的代码单元）里的 run(...) 照原样跑了什么：
-    （本章的 main 跑没跑，本章的测试：True = 整个文件，"表达式" = 只跑 -k 选中的，False = 没跑）。
+    （本章的 main 跑没跑，本章的测试：True = 整个文件，"表达式" = 只跑 -k 选中的，
+    (测试名, ...) = 按 文件::测试名 挑的几个，False = 没跑）。
     只认最朴素的写法，认不出就当没跑——最多多跑一遍，不会少查。"""
     import ast
     import shlex
@@ -66,11 +67,17 @@ def notebook_runs(ch: C.Chapter, sources: list[str] | None = None) -> tuple[bool
                     continue
             # 只许这几个不改变“跑哪些测试”的选项；-x、-m、别的路径都不算
             args = " ".join(args).replace("-p no:cacheprovider", "").split()
-            if sorted(w for w in args if w not in ("-q", "--color=no")) != [ch.test_file]:
+            paths = sorted(w for w in args if w not in ("-q", "--color=no"))
+            nodes = [w.partition("::")[2] for w in paths if w.startswith(ch.test_file + "::")]
+            if k is None and paths and len(nodes) == len(paths) and all(nodes):
+                if tests is False:  # 按测试名挑的几个：只记下“跑了一部分”（用不了 -k 拆分，见下面）
+                    tests = tuple(nodes)
+                continue
+            if paths != [ch.test_file]:
                 continue
             if k is None:
                 tests = True
-            elif tests is False:
+            elif tests is False or isinstance(tests, tuple):
                 tests = k
     return main, tests
 
@@ -115,6 +122,8 @@ def test_chapter_builds_runs_and_passes_its_tests(ch, request):
     skip_main, tests = _ran_by_notebook_in_this_session(ch, request)
     # 这一章的测试在本次 pytest 里还会在最后的树里全部重跑：notebook 没跑的那部分不再在本章的树里跑一遍
     skip_tests = tests is True or (_rerun_later_in_this_session(ch, request) and tests is not False)
+    if isinstance(tests, tuple) and not skip_tests:  # 按名字挑的几个拆不成 -k（子串会多配）：本章的树里全跑
+        tests = False
     args = (["check", str(ch.number), "--rerun-all" if rerun else "--no-rerun"]
             + ["--skip-main"] * skip_main + ["--skip-own-tests"] * skip_tests
             + (["--skip-own-k", tests] if isinstance(tests, str) and not skip_tests else []))
@@ -138,6 +147,16 @@ def test_notebooks_run_what_the_chapter_check_skips():
     assert seen[0] == (True, True), "第 0 章的 notebook 照原样跑 main 和全部测试"
     assert sum(main for main, _ in seen) >= len(WRITTEN) // 2
     assert all(t is True or t is False or ch.number > 6 for ch, (_, t) in zip(WRITTEN, seen))
+
+
+def test_tests_picked_by_node_id_count_as_a_share_only_of_this_chapters_file():
+    ch = next(c for c in WRITTEN if c.number == 7)
+    own = f'run("python -m pytest -q {ch.test_file}::test_a {ch.test_file}::test_b")'
+    assert notebook_runs(ch, [own]) == (False, ("test_a", "test_b"))
+    other = 'run("python -m pytest -q tests/test_ch08_cache_manager.py::test_a")'
+    mixed = f'run("python -m pytest -q {ch.test_file}::test_a tests/test_ch08_cache_manager.py::test_b")'
+    assert notebook_runs(ch, [other])[1] is False and notebook_runs(ch, [mixed])[1] is False
+    assert notebook_runs(ch, [own, f'run("python -m pytest -q {ch.test_file}")'])[1] is True  # 整个文件优先
 
 
 def test_k_expressions_that_could_match_directory_names_are_not_split():
