@@ -88,7 +88,7 @@ section_bandwidth(weights)
 print(f"（机器的 1 分钟平均负载 {os.getloadavg()[0]:.1f}）")
 
 # %% [markdown]
-# 两个线程时 `F.linear` 每秒只读 11 GB 左右，我们的 C++ 算子读 26 GB，放进大页再快一成多；int8、int4 要读的字节只有 float32 的 28%、21%，时间也差不多按比例缩短（共用的机器，几次之间差三成）。
+# 两个线程时 `F.linear` 每秒只读 11 GB 左右，我们的 C++ 算子读 26 GB，放进大页再快一成多；int8、int4 要读的字节只有 float32 的 28%、21%，时间也近乎按比例缩短（共用的机器，几次间差三成）。
 #
 # ## 一个 C++ 算子怎么进 torch
 #
@@ -151,7 +151,7 @@ for line in table.splitlines():
 listing("minisgl/kernel/__init__.py", "_register_fakes")
 
 # %% [markdown]
-# 有了它，编译出的代码里这些算子就是一次普通的调用，不打断图（第 18 章的 `fullgraph=True` 要整步 decode 是一张图）。测试用 int4 权重编译 decode：编译次数不多不少，token 与不编译时相同。
+# 有了它，编译出的代码里这些算子就是一次普通的调用，不打断图（第 18 章的 `fullgraph=True` 要整步 decode 是一张图）。测试用 int4 权重编译 decode：编译次数不多不少，token 与不编译相同。
 
 # %% [markdown]
 # ## 小批量线性层：每个权重只读一次
@@ -180,7 +180,7 @@ listing("minisgl/kernel/csrc/linear.cpp", "QuantizedX")
 #
 # ## 大页：让一遍读得更快
 #
-# 每一步 decode 把 538 MB 的权重从头读到尾。CPU 按页翻译地址，翻译结果缓存在只有几千项的 TLB 里：4 KB 的页要翻译 13 万次，2 MB 的大页只要 270 次。Engine 用 C++ 算子时，`layers/hugepages.py` 把全部权重拷进一块大页内存。
+# 每一步 decode 把 538 MB 的权重从头读到尾。CPU 按页翻译地址，结果缓存在只有几千项的 TLB 里：4 KB 的页要翻译 13 万次，2 MB 的大页只要 270 次。Engine 用 C++ 算子时，`layers/hugepages.py` 把全部权重拷进一块大页内存。
 #
 # ??? note "深入：透明大页，`copy_to_huge_pages` 的全文"
 #
@@ -224,6 +224,10 @@ section_small_ops()
 #
 #     一行 576 个数在 5 µs 里只合 2.2 GB/s，离内存带宽远得很：时间花在调用本身（从 Python 进分派器、分配两块输出、进出线程池），这种小算子要比的是调用的次数，不是字节。32 行时 C++ 版有 32 GB/s，比从内存读权重（大页上 29 GB/s）还快，因为这点数据全在缓存里。编译过的 decode（第 18 章）里，inductor 本来就会把 torch 写法的 RMSNorm 融合成一个循环，C++ 版省下的更少。
 #
+# ??? note "深入：GPU 版本"
+#
+#     `kernel/cuda/kernels.cu` 给 `rms_norm`、`add_rms_norm`、`store_kv` 在 CUDA 这个分派键上各登记一份实现，签名和 CPU 版共用：RMSNorm 一行一个线程块，各线程累加自己那几列的平方（半精度的输入也用 float 累加），warp 内用 `__shfl_xor_sync` 求和、各 warp 的部分和经共享内存再加一次；`store_kv` 一个 token 一个线程块，整行按字节拷进槽位，槽位越界是设备端断言。线性层在 GPU 上仍交给 cuBLAS（上游也是），量化在 GPU 上直接报错：本章的 GEMV 和量化是为 CPU 的内存带宽写的。这份源码只在有 GPU 的机器上由 `load_cuda_kernels()` 用 nvcc 编译、缓存，`examples/gpu_smoke.py` 第 8 节确认分派器用的是它，并和 torch 写法比结果（float32、bfloat16）。写这一章的机器没有 GPU：这个文件在这里只用 nvcc 编译通过，还没有在卡上跑过。
+#
 # ## 分组量化
 #
 # `layers/quant.py` 把一行权重按 32 个一组量化。int8 每组一个缩放 d = 最大绝对值 / 127；int4 每组一个缩放和一个最小值，q = round((w − m) / d) ∈ [0, 15]：
@@ -241,7 +245,7 @@ from ch19_kernels import section_error
 section_error(weights)
 
 # %% [markdown]
-# SmolLM2 线性层的 int4 误差是 0：它是从 Q4_1 格式的 GGUF 反量化来的（第 3 章），每组 32 个数本来就只取 16 种等距的值，我们的 int4 原样还原。int8 的格点是另一套（以 0 为中心），反而有一点误差。随机权重的 tiny Qwen3 上 int4 的误差是 int8 的十五倍左右。
+# SmolLM2 线性层的 int4 误差是 0：它是从 Q4_1 格式的 GGUF 反量化来的，每组 32 个数本来就只取 16 种等距的值，我们的 int4 原样还原。int8 的格点是另一套（以 0 为中心），反有一点误差。随机权重的 tiny Qwen3 上 int4 的误差是 int8 的十五倍左右。
 #
 # ??? note "深入：LM head 为什么在 int8 下无损"
 #

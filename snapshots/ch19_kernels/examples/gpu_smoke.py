@@ -256,6 +256,47 @@ def check_kernels(report: Report, device: torch.device, on_cuda: bool) -> None:
     report.check(ok and int(pool.k_cache(0).abs().sum()) == 0, "store_kv 写进了这一层的这几个槽位，别处没动")
 
 
+def check_cuda_kernels(report: Report, device: torch.device, on_cuda: bool) -> None:
+    """kernel/cuda/kernels.cu：nvcc 编译、登记到 CUDA 分派键；RMSNorm 两个算子和 torch 写法比，store_kv 写对。"""
+    if not on_cuda:
+        print("  没有 GPU：跳过 CUDA 版本的算子（kernel/cuda/kernels.cu）")
+        return
+    from minisgl.kernel import load_cuda_kernels
+    from minisgl.kvcache import MHAKVCachePool
+    from minisgl.layers.norm import rms_norm
+
+    started = time.perf_counter()
+    load_cuda_kernels()
+    print(f"  load_cuda_kernels() 用了 {time.perf_counter() - started:.1f} 秒")
+    for op in ("rms_norm", "add_rms_norm", "store_kv"):
+        table = torch._C._dispatch_dump_table(f"minisgl::{op}")
+        cuda_line = next((line for line in table.splitlines() if line.startswith("CUDA:")), "")
+        report.check("kernels.cu" in cuda_line, f"minisgl::{op} 的 CUDA 实现来自 kernels.cu", cuda_line)
+    ops = torch.ops.minisgl
+    for dtype, tol in ((torch.float32, 1e-5), (torch.bfloat16, 2e-2)):
+        for rows, hidden in ((1, 576), (7, 1024), (64, 4096)):
+            x = torch.randn(rows, hidden, device=device, dtype=dtype)
+            r = torch.randn(rows, hidden, device=device, dtype=dtype)
+            w = torch.rand(hidden, device=device, dtype=dtype) + 0.5
+            want = rms_norm(x, w, 1e-6)
+            got = ops.rms_norm(x, w, 1e-6)
+            err = ((got.float() - want.float()).abs().max() / want.float().abs().max()).item()
+            normed, summed = ops.add_rms_norm(x, r, w, 1e-6)
+            err2 = ((normed.float() - rms_norm(x + r, w, 1e-6).float()).abs().max()).item()
+            report.check(err < tol and err2 < tol * 10 and torch.equal(summed, x + r),
+                         f"CUDA rms_norm / add_rms_norm {str(dtype)[6:]} [{rows}, {hidden}] 和 torch 写法一致",
+                         f"{err:.1e} / {err2:.1e}")
+    pool = MHAKVCachePool(2, 3, 8, 64, 1, torch.bfloat16, device)
+    pool.kv_buffer.zero_()
+    k = torch.randn(5, 2, 8, device=device, dtype=torch.bfloat16)
+    v = torch.randn(5, 2, 8, device=device, dtype=torch.bfloat16)
+    loc = torch.tensor([63, 0, 17, 5, 40], dtype=torch.int32, device=device)
+    pool.store_kv(k, v, loc, 2)
+    torch.cuda.synchronize(device)
+    ok = torch.equal(pool.k_cache(2)[loc.long()], k) and torch.equal(pool.v_cache(2)[loc.long()], v)
+    report.check(ok and int(pool.k_cache(1).float().abs().sum()) == 0, "CUDA store_kv（bfloat16）写对了槽位，别处没动")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description="GPU 冒烟检查（第 6、11、16、18、19 章）")
     parser.add_argument("--cpu", action="store_true",
@@ -349,6 +390,7 @@ def main() -> int:
 
     print("8. 自定义算子（第 19 章）")
     check_kernels(report, device, on_cuda)
+    check_cuda_kernels(report, device, on_cuda)
 
     elapsed = time.perf_counter() - started
     if report.failed:

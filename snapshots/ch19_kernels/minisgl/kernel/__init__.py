@@ -141,3 +141,41 @@ def kernels_available() -> bool:
     except KernelsUnavailable:
         return False
     return True
+
+
+CUDA_SRC = Path(__file__).parent / "cuda"
+_cuda_loaded = False
+
+
+def load_cuda_kernels() -> None:
+    """有 CUDA 的机器上：编译（或从缓存加载）cuda/*.cu，给 rms_norm、add_rms_norm、store_kv 登记 CUDA 实现。
+
+    签名在 CPU 那份库（和 mha_pool.py）里登记，所以先 load_kernels()。缓存的办法同 load_kernels：
+    库名里带源码和版本的摘要（再加上 CUDA 的版本），编过就直接加载。examples/gpu_smoke.py 用它。
+    """
+    global _cuda_loaded
+    if _cuda_loaded:
+        return
+    if not torch.cuda.is_available():
+        raise KernelsUnavailable("没有可用的 GPU：CUDA 版本的算子用不了")
+    load_kernels()
+    import minisgl.kvcache.mha_pool  # noqa: F401  store_kv 的签名在这里登记
+
+    sources = sorted(CUDA_SRC.glob("*.cu"))
+    name = f"minisgl_cuda_kernels_{_build_key(sources)}_{str(torch.version.cuda).replace('.', '')}"
+    root = Path(os.environ.get("TORCH_EXTENSIONS_DIR") or Path.home() / ".cache" / "torch_extensions")
+    build_dir = root / name
+    library = build_dir / f"{name}.so"
+    try:
+        if library.exists():
+            torch.ops.load_library(str(library))
+        else:
+            from torch.utils import cpp_extension
+
+            logger.info("第一次用 CUDA 版本的算子：nvcc 编译中（之后从缓存 %s 加载）", build_dir)
+            build_dir.mkdir(parents=True, exist_ok=True)
+            cpp_extension.load(name=name, sources=[str(p) for p in sources], extra_cuda_cflags=["-O3"],
+                               build_directory=str(build_dir), is_python_module=False, verbose=False)
+    except Exception as e:
+        raise KernelsUnavailable(f"CUDA 版本的算子编译不了（{_first_error(str(e) or type(e).__name__)}）") from e
+    _cuda_loaded = True
