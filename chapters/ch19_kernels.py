@@ -94,13 +94,16 @@ print(f"（机器的 1 分钟平均负载 {os.getloadavg()[0]:.1f}）")
 #
 # `minisgl/kernel/__init__.py` 的 `load_kernels` 负责把 `csrc/` 下的全部 `.cpp` 编成一个共享库并加载。库名里带一个摘要：源码、编译选项、CPU 的指令集、torch 和 Python 的版本，任何一样变了就是另一个库。
 #
-# ??? note "深入：`_build_key` 和 `load_kernels` 的全文"
+# ??? note "深入：`_build_key`、`load_kernels` 和 `load_or_build` 的全文"
 
 # %% tags=["remove-input", "fold"]
 listing("minisgl/kernel/__init__.py", "_build_key")
 
 # %% tags=["remove-input", "fold"]
 listing("minisgl/kernel/__init__.py", "load_kernels")
+
+# %% tags=["remove-input", "fold"]
+listing("minisgl/kernel/__init__.py", "load_or_build")
 
 # %% [markdown]
 # 缓存里有同名的库就直接 `torch.ops.load_library`，几乎不花时间；没有就交给 `torch.utils.cpp_extension.load`，它写一个 ninja 构建文件、调 g++ 编译链接，十几秒。编不出来（没有编译器、没有 ninja、源码有错）时抛 `KernelsUnavailable`，原因写成一行；`auto` 的设置（注意力后端、线性层）据此退回 torch 的实现，并说一声。

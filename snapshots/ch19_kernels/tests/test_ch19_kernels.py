@@ -112,22 +112,13 @@ def test_the_portable_loops_without_vnni_compute_the_same():
     """linear.cpp 在没有 AVX-512 VNNI 的机器上走普通的整数循环：用 -mno-avx512vnni 另编一份（缓存着，
     只编一次），在一个只加载它的进程里和 round_activations 的参照比。"""
     script = """
-import hashlib, os, random, sys, torch
-from pathlib import Path
-from torch.utils import cpp_extension
-from minisgl.kernel import CFLAGS, CSRC
+import random, torch
+from minisgl.kernel import CFLAGS, CSRC, _build_key, load_or_build
 from minisgl.layers.quant import dequantize_int4, dequantize_int8, quantize_int4, quantize_int8, round_activations
 flags = CFLAGS + ["-mno-avx512vnni"]
-source = CSRC / "linear.cpp"
-key = hashlib.sha256(source.read_bytes() + " ".join(flags).encode() + torch.__version__.encode()).hexdigest()[:12]
-name = "minisgl_linear_portable_" + key
-build = Path(os.environ.get("TORCH_EXTENSIONS_DIR") or Path.home() / ".cache" / "torch_extensions") / name
-if (build / (name + ".so")).exists():
-    torch.ops.load_library(str(build / (name + ".so")))
-else:
-    build.mkdir(parents=True, exist_ok=True)
-    cpp_extension.load(name=name, sources=[str(source)], extra_cflags=flags, extra_ldflags=["-fopenmp"],
-                       build_directory=str(build), is_python_module=False)
+sources = [CSRC / "linear.cpp"]  # 只加载这一份：和 load_kernels 的库登记的是同样的算子名
+load_or_build("minisgl_linear_portable_" + _build_key(sources) + "_novnni", sources, extra_cflags=flags,
+              extra_ldflags=["-fopenmp"])
 ops = torch.ops.minisgl
 for seed in range(6):
     rng = random.Random(seed)

@@ -76,6 +76,29 @@ def _first_error(text: str) -> str:
     return lines[-1][:200] if lines else "原因不明"
 
 
+def load_or_build(name: str, sources: list[Path], **options) -> None:
+    """$TORCH_EXTENSIONS_DIR/name 下有编好的库就加载（执行其中 TORCH_LIBRARY 的登记），否则用
+    cpp_extension.load 编译；options 是它的编译选项。name 里应当带源码和选项的摘要（_build_key）。"""
+    root = Path(os.environ.get("TORCH_EXTENSIONS_DIR") or Path.home() / ".cache" / "torch_extensions")
+    build_dir = root / name
+    library, lock = build_dir / f"{name}.so", build_dir / "lock"
+    # 同样的源码编过了（而且没有别的进程正在编：编的时候目录里有 lock 文件）：直接加载
+    if library.exists() and not lock.exists():
+        torch.ops.load_library(str(library))
+        return
+    if lock.exists() and time.time() - lock.stat().st_mtime > 600:
+        raise KernelsUnavailable(f"{lock} 是十分钟前一次没编完的编译留下的（进程被杀了？），删掉它再试")
+    if (missing := _missing_tool()) is not None:
+        raise KernelsUnavailable(missing)
+    from torch.utils import cpp_extension
+
+    logger.info("第一次用 %s：编译中（十几秒，之后从缓存 %s 加载）", name, build_dir)
+    build_dir.mkdir(parents=True, exist_ok=True)
+    cpp_extension.load(name=name, sources=[str(p) for p in sources], build_directory=str(build_dir),
+                       is_python_module=False,  # 只要它在加载时执行 TORCH_LIBRARY 的登记
+                       verbose=False, **options)
+
+
 def load_kernels() -> None:
     """编译（或从缓存加载）csrc/ 里的全部算子。做不到时抛 KernelsUnavailable，带一句中文原因。"""
     global _failure, _loaded
@@ -84,32 +107,9 @@ def load_kernels() -> None:
     if _failure is not None:
         raise KernelsUnavailable(_failure)
     sources = sorted(CSRC.glob("*.cpp"))
-    name = f"minisgl_kernels_{_build_key(sources)}"
-    root = Path(os.environ.get("TORCH_EXTENSIONS_DIR") or Path.home() / ".cache" / "torch_extensions")
-    build_dir = root / name
-    library, lock = build_dir / f"{name}.so", build_dir / "lock"
     try:
-        # 同样的源码编过了（而且没有别的进程正在编：编的时候目录里有 lock 文件）：直接加载，执行 TORCH_LIBRARY 的登记
-        if library.exists() and not lock.exists():
-            torch.ops.load_library(str(library))
-        else:
-            if lock.exists() and time.time() - lock.stat().st_mtime > 600:
-                raise KernelsUnavailable(f"{lock} 是十分钟前一次没编完的编译留下的（进程被杀了？），删掉它再试")
-            if (missing := _missing_tool()) is not None:
-                raise KernelsUnavailable(missing)
-            from torch.utils import cpp_extension
-
-            logger.info("第一次用本书的 C++ 算子：编译中（十几秒，之后从缓存 %s 加载）", build_dir)
-            build_dir.mkdir(parents=True, exist_ok=True)
-            cpp_extension.load(
-                name=name,
-                sources=[str(p) for p in sources],
-                extra_cflags=CFLAGS,
-                extra_ldflags=["-fopenmp"],
-                build_directory=str(build_dir),
-                is_python_module=False,  # 只要它在加载时执行 TORCH_LIBRARY 的登记
-                verbose=False,
-            )
+        load_or_build(f"minisgl_kernels_{_build_key(sources)}", sources, extra_cflags=CFLAGS,
+                      extra_ldflags=["-fopenmp"])
     except Exception as e:  # 编译器、ninja 缺了或者编译出错：原因写进一行
         reason = str(e) if isinstance(e, KernelsUnavailable) else _first_error(str(e) or type(e).__name__)
         _failure = f"本书的 C++ 算子编译不了（{reason}）"
@@ -150,8 +150,8 @@ _cuda_loaded = False
 def load_cuda_kernels() -> None:
     """有 CUDA 的机器上：编译（或从缓存加载）cuda/*.cu，给 rms_norm、add_rms_norm、store_kv 登记 CUDA 实现。
 
-    签名在 CPU 那份库（和 mha_pool.py）里登记，所以先 load_kernels()。缓存的办法同 load_kernels：
-    库名里带源码和版本的摘要（再加上 CUDA 的版本），编过就直接加载。examples/gpu_smoke.py 用它。
+    签名在 CPU 那份库（和 mha_pool.py）里登记，所以先 load_kernels()。缓存同样交给 load_or_build，
+    库名里再加上 CUDA 的版本。examples/gpu_smoke.py 用它。
     """
     global _cuda_loaded
     if _cuda_loaded:
@@ -163,19 +163,9 @@ def load_cuda_kernels() -> None:
 
     sources = sorted(CUDA_SRC.glob("*.cu"))
     name = f"minisgl_cuda_kernels_{_build_key(sources)}_{str(torch.version.cuda).replace('.', '')}"
-    root = Path(os.environ.get("TORCH_EXTENSIONS_DIR") or Path.home() / ".cache" / "torch_extensions")
-    build_dir = root / name
-    library = build_dir / f"{name}.so"
     try:
-        if library.exists():
-            torch.ops.load_library(str(library))
-        else:
-            from torch.utils import cpp_extension
-
-            logger.info("第一次用 CUDA 版本的算子：nvcc 编译中（之后从缓存 %s 加载）", build_dir)
-            build_dir.mkdir(parents=True, exist_ok=True)
-            cpp_extension.load(name=name, sources=[str(p) for p in sources], extra_cuda_cflags=["-O3"],
-                               build_directory=str(build_dir), is_python_module=False, verbose=False)
+        load_or_build(name, sources, extra_cuda_cflags=["-O3"])
     except Exception as e:
-        raise KernelsUnavailable(f"CUDA 版本的算子编译不了（{_first_error(str(e) or type(e).__name__)}）") from e
+        reason = str(e) if isinstance(e, KernelsUnavailable) else _first_error(str(e) or type(e).__name__)
+        raise KernelsUnavailable(f"CUDA 版本的算子编译不了（{reason}）") from e
     _cuda_loaded = True
