@@ -119,6 +119,63 @@ def test_tiny_qwen3_greedy_top1_margin(tiny, text):
     assert len(set(new)) > 5  # 输出随上下文变化，不是原地打转
 
 
+# --- tiny Qwen3-MoE ---------------------------------------------------------------------
+
+
+ROUTER_MARGIN = 1e-3  # 选第 k 个和第 k+1 个专家的 logit 差：TP/EP 换了求和顺序（~1e-6）也翻不过来
+
+
+@pytest.fixture(scope="module")
+def tiny_moe() -> Path:
+    return models.tiny_qwen3_moe()
+
+
+def test_tiny_qwen3_moe_is_qwen3_30b_a3b_shrunk_and_stored_one_expert_per_tensor(tiny_moe):
+    config = read_json(tiny_moe / "config.json")
+    big = read_json(models.qwen3_30b_a3b_config())
+    changed = {key for key in big if config.get(key) != big[key]}
+    assert changed == set(models.TINY_QWEN3_MOE_CHANGES)  # 只改了登记过的那几个
+    assert (config["num_experts"], config["num_experts_per_tok"], config["mlp_only_layers"]) == (8, 2, [0])
+    with safe_open(str(tiny_moe / "model.safetensors"), "pt") as f:
+        keys = set(f.keys())
+    # 和 Hub 上的 Qwen3-30B-A3B 一样一个专家一份；第 0 层是稠密 MLP
+    assert "model.layers.1.mlp.experts.7.down_proj.weight" in keys and "model.layers.1.mlp.gate.weight" in keys
+    assert "model.layers.0.mlp.gate_proj.weight" in keys and not any("layers.0.mlp.experts" in k for k in keys)
+    assert (tiny_moe / "tokenizer.json").read_bytes() == (models.smollm2() / "tokenizer.json").read_bytes()
+    assert (tiny_moe / "generation_config.json").read_bytes() == \
+        (models.smollm2() / "generation_config.json").read_bytes()
+
+
+@pytest.mark.parametrize("text", MARGIN_PROMPTS, ids=["short", "chinese", "long"])
+def test_tiny_qwen3_moe_margins_are_far_above_float_noise(tiny_moe, text):
+    """LM head 的第 1 名、路由的第 k 名都要和下一名拉开：换个求和顺序（TP、EP）也选出同样的 token 和专家。"""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from minibook.hf import quiet_transformers
+
+    prompt = encode(tiny_moe, text)
+    new = hf_greedy(tiny_moe, prompt, 20)
+    with quiet_transformers():
+        model = AutoModelForCausalLM.from_pretrained(tiny_moe, dtype=torch.float32).eval()
+    gaps = []
+
+    def router_gap(module, args, out):
+        top = out[0].topk(model.config.num_experts_per_tok + 1, dim=-1).values
+        gaps.append((top[:, -2] - top[:, -1]).min().item())
+
+    for layer in model.model.layers:
+        if hasattr(layer.mlp, "gate"):
+            layer.mlp.gate.register_forward_hook(router_gap)
+    with torch.inference_mode():
+        logits = model(torch.tensor([prompt + new])).logits[0, len(prompt) - 1 : -1]
+    assert logits.argmax(dim=-1).tolist() == new
+    top2 = logits.topk(2, dim=-1).values
+    assert (top2[:, 0] - top2[:, 1]).min().item() > TINY_MARGIN
+    assert len(gaps) == 3 and min(gaps) > ROUTER_MARGIN  # 4 层里 3 个 MoE 层
+    assert len(set(new)) > 5
+
+
 # --- Qwen3-0.6B 的配置与 default_model --------------------------------------------------
 
 
@@ -131,6 +188,26 @@ def test_qwen3_06b_config_facts():
              "hidden_act": "silu", "attention_bias": False, "torch_dtype": "bfloat16",
              "bos_token_id": 151643, "eos_token_id": 151645}
     assert {key: config[key] for key in facts} == facts
+
+
+def test_qwen3_30b_a3b_config_facts():
+    config = read_json(models.qwen3_30b_a3b_config())
+    facts = {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "hidden_size": 2048,
+             "num_hidden_layers": 48, "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128,
+             "num_experts": 128, "num_experts_per_tok": 8, "moe_intermediate_size": 768,
+             "norm_topk_prob": True, "decoder_sparse_step": 1, "mlp_only_layers": [], "vocab_size": 151936,
+             "tie_word_embeddings": False, "rope_theta": 1000000.0, "max_position_embeddings": 40960}
+    assert {key: config[key] for key in facts} == facts
+
+
+def test_moe_model_follows_minisgl_moe_model(monkeypatch, tmp_path):
+    monkeypatch.delenv("MINISGL_MOE_MODEL", raising=False)
+    assert models.moe_model() == models.tiny_qwen3_moe()
+    monkeypatch.setenv("MINISGL_MOE_MODEL", str(tmp_path))
+    with pytest.raises(ModelPrepareError, match="MINISGL_MOE_MODEL 指向 .*没有 config.json"):
+        models.moe_model()
+    (tmp_path / "config.json").write_text("{}")
+    assert models.moe_model() == tmp_path
 
 
 def test_default_model_follows_minisgl_model(monkeypatch, tmp_path):

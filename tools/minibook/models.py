@@ -4,8 +4,10 @@
                      GGUF（Q4_1 量化），我们校验、取出、用 transformers 反量化成 float32 的 HF 目录。
 - tiny_qwen3()       固定种子的随机小 Qwen3：Qwen3-0.6B 的头布局（16 个 q 头、8 个 KV 头），
                      宽度和深度很小，分词器借用 SmolLM2 的。
+- tiny_qwen3_moe()   固定种子的随机小 Qwen3-MoE：Qwen3-30B-A3B 的结构（8 个专家选 2 个），注意力同 tiny_qwen3。
 - default_model()    $MINISGL_MODEL（读者手上的真实权重）或者 smollm2()。
-- qwen3_06b_config() 随仓库提交的 Qwen3-0.6B config.json，只用来算形状。
+- moe_model()        $MINISGL_MOE_MODEL（例如 Qwen3-30B-A3B）或者 tiny_qwen3_moe()。
+- qwen3_06b_config() / qwen3_30b_a3b_config()  随仓库提交的 config.json，只用来算形状。
 
 缓存目录是 $MINISGL_CACHE，默认 ~/.cache/minisgl-book。准备过程先写进同级的临时目录，
 全部写完才用 os.replace 一步改名成正式目录，所以缓存里永远不会有写了一半的模型；
@@ -51,6 +53,22 @@ TINY_QWEN3_CHANGES = {
     "eos_token_id": 2,
     "torch_dtype": "float32",
 }
+TINY_QWEN3_MOE_NAME = "tiny-qwen3-moe"
+# 在 Qwen3-30B-A3B 的配置上只改这些：注意力和 tiny Qwen3 一样（16 个 q 头、8 个 KV 头），8 个专家选 2 个；
+# 第 0 层用稠密 MLP（mlp_only_layers），让“每层按配置挑 MLP”在书里的模型上也走到。
+TINY_QWEN3_MOE_CHANGES = {
+    **{key: TINY_QWEN3_CHANGES[key] for key in ("hidden_size", "num_hidden_layers", "max_window_layers",
+                                                 "head_dim", "vocab_size", "bos_token_id", "eos_token_id",
+                                                 "intermediate_size", "torch_dtype")},
+    "num_attention_heads": 16,
+    "num_key_value_heads": 8,
+    "num_experts": 8,
+    "num_experts_per_tok": 2,
+    "moe_intermediate_size": 128,
+    "mlp_only_layers": [0],
+    "tie_word_embeddings": True,
+}
+TINY_QWEN3_MOE_SEED = 0
 # 随机初始化的参数（为什么这样选，见 _init_tiny_qwen3_weights）
 TINY_QWEN3_SEED = 0
 TINY_QWEN3_EMBED_STD = 0.1
@@ -62,6 +80,11 @@ RECIPE_FILE = ".minibook-recipe"
 SMOLLM2_RECIPE = f"{SMOLLM2_REQUIREMENT} sha256={SMOLLM2_WHEEL_SHA256} float32 v1"
 TINY_QWEN3_RECIPE = (
     f"tiny-qwen3 v1 seed={TINY_QWEN3_SEED} embed_std={TINY_QWEN3_EMBED_STD} "
+    f"row_sigma={TINY_QWEN3_ROW_LENGTH_SIGMA} linear_std={TINY_QWEN3_LINEAR_STD}"
+)
+
+TINY_QWEN3_MOE_RECIPE = (
+    f"tiny-qwen3-moe v3 seed={TINY_QWEN3_MOE_SEED} embed_std={TINY_QWEN3_EMBED_STD} "
     f"row_sigma={TINY_QWEN3_ROW_LENGTH_SIGMA} linear_std={TINY_QWEN3_LINEAR_STD}"
 )
 
@@ -93,6 +116,26 @@ def tiny_qwen3() -> Path:
     return _prepare(TINY_QWEN3_NAME, TINY_QWEN3_RECIPE, _build_tiny_qwen3)
 
 
+def tiny_qwen3_moe() -> Path:
+    """固定种子的随机小 Qwen3-MoE 的 Hugging Face 目录（文件里的权重名和 Qwen3-30B-A3B 的一样，一个专家一份）。"""
+    return _prepare(TINY_QWEN3_MOE_NAME, TINY_QWEN3_MOE_RECIPE, _build_tiny_qwen3_moe)
+
+
+def moe_model() -> Path:
+    """第 20 章默认跑的 MoE 模型：设置了 $MINISGL_MOE_MODEL（例如下载好的 Qwen3-30B-A3B）就用它，否则用小 MoE。"""
+    configured = os.environ.get("MINISGL_MOE_MODEL")
+    if not configured:
+        return tiny_qwen3_moe()
+    folder = Path(configured).expanduser()
+    if not (folder / "config.json").is_file():
+        raise ModelPrepareError(
+            f"环境变量 MINISGL_MOE_MODEL 指向 {folder}，但那里没有 config.json。\n"
+            "请把它设成一个 Hugging Face 格式的 MoE 模型目录（例如下载好的 Qwen/Qwen3-30B-A3B），"
+            "或者删掉这个环境变量，改用书里自带的小 MoE。"
+        )
+    return folder
+
+
 def default_model() -> Path:
     """书里的 main 默认跑的模型：设置了 $MINISGL_MODEL 就用它，否则用 SmolLM2。"""
     configured = os.environ.get("MINISGL_MODEL")
@@ -111,6 +154,11 @@ def default_model() -> Path:
 def qwen3_06b_config() -> Path:
     """Qwen3-0.6B 的 config.json（随仓库提交）：不需要权重就能算形状表。"""
     return CONFIGS / "qwen3-0.6b" / "config.json"
+
+
+def qwen3_30b_a3b_config() -> Path:
+    """Qwen3-30B-A3B 的 config.json（随仓库提交）：第 20 章的形状表用它，不需要 60 GB 的权重。"""
+    return CONFIGS / "qwen3-30b-a3b" / "config.json"
 
 
 # ---------------------------------------------------------------------------
@@ -383,7 +431,7 @@ def _tiny_qwen3_config() -> dict:
     return config
 
 
-def _init_tiny_qwen3_weights(model) -> None:
+def _init_tiny_qwen3_weights(model, seed: int = TINY_QWEN3_SEED) -> None:
     """按参数名排序、用自己的随机数生成器逐个填：结果只取决于种子，不取决于 transformers 的初始化顺序。
 
     随机模型的 logits 挤在一起，top-1 和 top-2 差得很少，换个求和顺序（比如张量并行）就可能
@@ -394,7 +442,7 @@ def _init_tiny_qwen3_weights(model) -> None:
     """
     import torch
 
-    generator = torch.Generator().manual_seed(TINY_QWEN3_SEED)
+    generator = torch.Generator().manual_seed(seed)
     for name, param in sorted(model.named_parameters()):  # 共享的 lm_head 在这里只出现一次
         if name.endswith("norm.weight"):
             param.fill_(1.0)
@@ -408,6 +456,34 @@ def _init_tiny_qwen3_weights(model) -> None:
 
 
 # ---------------------------------------------------------------------------
+# tiny Qwen3-MoE：Qwen3-30B-A3B 的配置缩小一圈，固定种子的随机权重
+# ---------------------------------------------------------------------------
+
+
+def _build_tiny_qwen3_moe(out: Path) -> None:
+    import torch
+    from transformers import AutoConfig, Qwen3MoeForCausalLM
+
+    from .hf import quiet_transformers
+
+    tokenizer_source = smollm2()
+    config = json.loads(qwen3_30b_a3b_config().read_text(encoding="utf-8"))
+    config.update(TINY_QWEN3_MOE_CHANGES)
+    _write_json(out / "config.json", config)
+    with quiet_transformers():
+        model = Qwen3MoeForCausalLM(AutoConfig.from_pretrained(out))
+    with torch.no_grad():  # 和 tiny Qwen3 同样的填法；路由层也是线性层，同样的标准差
+        _init_tiny_qwen3_weights(model, seed=TINY_QWEN3_MOE_SEED)
+    # save_pretrained 把 transformers 内存里叠在一起的专家拆回 Hub 上的存法：一个专家一份
+    # （model.layers.1.mlp.experts.3.gate_proj.weight……），和真的 Qwen3-30B-A3B 文件一样
+    with quiet_transformers():
+        model.save_pretrained(out)
+    _write_json(out / "config.json", config)  # 换回自己写的那份：不带 transformers 的版本号
+    for name in TOKENIZER_FILES:  # 在 save_pretrained 之后：它写的 generation_config.json 不要
+        shutil.copyfile(tokenizer_source / name, out / name)
+
+
+# ---------------------------------------------------------------------------
 # 命令行
 # ---------------------------------------------------------------------------
 
@@ -417,7 +493,9 @@ def prepare_all() -> dict[str, Path]:
     paths = {
         SMOLLM2_NAME: smollm2(),
         TINY_QWEN3_NAME: tiny_qwen3(),
+        TINY_QWEN3_MOE_NAME: tiny_qwen3_moe(),
         "Qwen3-0.6B config": qwen3_06b_config(),
+        "Qwen3-30B-A3B config": qwen3_30b_a3b_config(),
     }
     if os.environ.get("MINISGL_MODEL"):
         paths["MINISGL_MODEL"] = default_model()
