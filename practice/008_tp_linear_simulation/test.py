@@ -182,7 +182,9 @@ def check_rank_mlp(mod, x, gate, up, down, size) -> None:
             elif torch.allclose(got.double(), no_silu, atol=atol, rtol=rtol):
                 extra = "\n  看起来忘了 silu"
             raise CheckFailed(f"{e}\n  输入：{context}{extra}") from None
-        if size > 1:
+        # 其他 rank 的部分和几乎是 0 时（随机抽到的 x 很特殊），只算自己这份也“等于”完整输出，不能据此判错
+        others = (full - want).abs().max().item()
+        if size > 1 and others > 1e-3 * (1 + full.abs().max().item()):
             check(
                 not torch.allclose(got.double(), full, atol=1e-6, rtol=1e-6),
                 f"{call}：size={size} 时单独一个 rank 的部分和不应该等于完整的 MLP 输出，"
