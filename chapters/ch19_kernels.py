@@ -345,7 +345,7 @@ for expected in ("minisgl::linear_int4(Tensor x, Tensor q, Tensor scale, Tensor 
 # 值得注意的几处：
 #
 # - 七个算子都在 `torch.ops.minisgl` 下，签名就是登记时写的。
-# - SmolLM2 的 int4 权重一个没变，和 HF 相同的 token 却只有 23/48：取整 x 的误差让贪心在某一步换了个词，之后各走各的。
+# - SmolLM2 的 int4 权重一个没变，相同的 token 却只有 23/48：取整 x 让贪心某步换了词，此后各走各的；换在哪步随 CPU 变（CI 上 int8 48/48、int4 38/48）。
 #
 # ## 与上游的差异
 #

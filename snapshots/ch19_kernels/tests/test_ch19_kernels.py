@@ -100,6 +100,27 @@ def test_the_three_kernels_equal_torch_on_random_shapes(seed):
     q4, d4, m4 = quantize_int4(w)
     torch.testing.assert_close(ops.linear_int4(x, q4, d4, m4), xr @ dequantize_int4(q4, d4, m4).T, rtol=1e-4,
                                atol=scale)
+    # 恰好落在两个刻度正中间的数（x / dx = k + 0.5）：C++ 和 quant.py 要取到同一个刻度（四舍六入五成双）。
+    # 乘单位矩阵，每个输出就是一个取整过的 x：取错一个刻度差 dx，远大于容差
+    plant_ties(x, rng)
+    eye_q, eye_d = quantize_int8(torch.eye(k))
+    torch.testing.assert_close(ops.linear_int8(x, eye_q, eye_d), round_activations(x), rtol=0,
+                               atol=1e-5 * x.abs().max().item())
+
+
+def plant_ties(x: torch.Tensor, rng: random.Random) -> None:
+    """每一组放进一个 v，使 v / dx 在 float32 里正好是 k + 0.5（dx、1 / dx 照 quant.py 的算法算）。"""
+    for row in range(x.shape[0]):
+        for g in range(0, x.shape[1], GROUP):
+            group = x[row, g:g + GROUP]
+            for _ in range(200):
+                amax = torch.tensor(rng.uniform(0.5, 8.0))
+                d = amax * (1.0 / 127.0)
+                v = (rng.randint(1, 125) + 0.5) * d
+                if float(v * (1.0 / d)) % 1 == 0.5 and float(v.abs()) < float(amax):
+                    group.clamp_(-float(amax), float(amax))
+                    group[0], group[1] = amax, v * rng.choice([1, -1])
+                    break
 
 
 def test_a_non_contiguous_x_is_read_correctly():
