@@ -193,11 +193,15 @@ def test_manifest_errors(tmp_path):
         C.load_manifest(bad)
 
 
+# 清单里第一个还没写的章（写完一章，这里自动换成下一章；全书写完就不查这一条）
+UNWRITTEN = [str(c.number) for c in C.load_manifest(C.MANIFEST) if c.planned][:1]
+
+
 @pytest.mark.parametrize("args, message", [
     (["build", "99"], "没有第 99 章"),
     (["tree", "abc"], "不是章号"),
-    (["diff", "21"], "还没写"),
-    (["check", "20"], "还没写"),
+    *[(["diff", n], "还没写") for n in UNWRITTEN],
+    *[(["check", n], "还没写") for n in UNWRITTEN],
     (["check", "3-2"], "是空的"),
 ])
 def test_cli_errors_are_one_line_and_nonzero(args, message):

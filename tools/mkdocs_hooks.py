@@ -5,6 +5,7 @@
   mkdocs.yml 里不写 nav。
   阶段页是 docs/stages/*/index.md 里 front matter 写了 `stage: 阶段名` 的页面；清单里的阶段
   没有阶段页时，这里临时生成一个只有章节表的页面。
+- 收尾的几页（docs/wrapup/：与 SGLang 的差距、大作业）在各阶段之后、术语表之前，写了才出现。
 - 练习：docs/practice/ 下的页面由 practice/ 的清单和题面生成（minibook.practice），导航末尾一节。
   只用标准库的题在页面上还能直接评测：on_config 准备 Pyodide（minibook.pyodide，缓存里没有就取一次），
   on_post_build 把它的运行时文件拷进 site/assets/pyodide/（不进 docs/，不进 git）；
@@ -50,6 +51,8 @@ PROGRESS_MARKER = "<!-- minibook:progress -->"
 STATS_MARKER = "<!-- minibook:stage-stats -->"
 # <!-- minibook:output 6 milestone -->：第 6 章执行过的 notebook 里带 milestone 标签的单元的输出
 OUTPUT_MARKER = re.compile(r"<!-- minibook:output (\d+) ([\w-]+) -->")
+# 收尾的几页：手写的页面，导航里在各阶段之后、术语表之前；还没写的不出现
+WRAPUP = [("与 SGLang 的差距", "wrapup/gap.md"), ("大作业", "wrapup/projects.md")]
 GLOSSARY = "glossary.md"  # 术语表：手写的页面，导航里在各阶段之后、练习之前；章节页在术语第一次出现时链接到它的锚点
 
 _state: dict = {}  # 本次构建：chapters, available (章号集合), stage_pages, generated
@@ -132,6 +135,9 @@ def on_config(config):
             nav.append({stage: pages + [{f"验收：{stage}": index}]})
         else:
             nav.append({stage: [index] + pages})
+    wrapup = [{title: uri} for title, uri in WRAPUP if (Path(config.docs_dir) / uri).is_file()]
+    if wrapup:
+        nav.append({"收尾": wrapup})
     nav.append({"术语表": GLOSSARY})
     runtime = _practice_section(config, nav, generated)
     config.nav = nav
@@ -288,7 +294,7 @@ def tagged_output(root: Path, number: int, tag: str) -> str:
 
 
 def link_chapters(page, markdown: str) -> str:
-    """术语表里的「第 N 章」：那一章已经有页面时链接过去（还没有页面的照原样，不留坏链接）。"""
+    """术语表和收尾几页里的「第 N 章」：那一章已经有页面时链接过去（还没有页面的照原样，不留坏链接）。"""
     by_number = {ch.number: ch for ch in _state["chapters"]}
 
     def link(m: re.Match) -> str:
@@ -315,7 +321,7 @@ def on_page_markdown(markdown, page, config, files):
         markdown = markdown.replace(PROGRESS_MARKER, progress(page))
     if STATS_MARKER in markdown:
         markdown = markdown.replace(STATS_MARKER, stage_stats(page, _stage_of(page, STATS_MARKER)))
-    if page.file.src_uri == GLOSSARY:
+    if page.file.src_uri == GLOSSARY or page.file.src_uri in dict(WRAPUP).values():
         markdown = link_chapters(page, markdown)
     root = _root(config)
     markdown = OUTPUT_MARKER.sub(lambda m: tagged_output(root, int(m.group(1)), m.group(2)), markdown)

@@ -3,7 +3,8 @@
 - 反分词：流式输出拼起来正好等于 tokenizer.decode(全部 token)，结束之前不出现 U+FFFD，已发出的文字
   从不重发（上游的算法在同一输入上会重发，见 examples/ch13_upstream.py）；停止串跨 token 边界也能
   命中、停止串本身不发、扣住的文字在确定不是停止串时放出来；EOS 与结束原因。
-- 分词：聊天模板的结果与 Hugging Face 的 apply_chat_template(tokenize=True) 逐个 id 相同。
+- 分词：聊天模板的结果与 Hugging Face 的 apply_chat_template(tokenize=True) 逐个 id 相同；
+  会自动加 BOS 的分词器也只有一个 BOS。
 - tokenize_worker：真的起一个进程（spawn），测试这边扮演 API server 和调度器，走真的 ipc 套接字。
 """
 
@@ -292,6 +293,19 @@ def test_chat_ids_equal_hugging_face(chat, hf_tokenizer):
     assert ids.dtype == torch.int32 and ids.dim() == 1
     assert ids.tolist() == list(ref)
     assert hf.decode(ref).endswith("<|im_start|>assistant\n")  # 生成提示在最后
+
+
+def test_a_tokenizer_that_adds_bos_gets_one_bos_not_two():
+    """会自动加 BOS 的分词器（Llama 3 一类）：模板里已经写了 BOS，先拼成字符串再 encode（上游的写法）会得到两个。"""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(smollm2(), add_bos_token=True)  # SmolLM2 的 BOS 就是 <|im_start|>
+    chat = CHATS[1]
+    ref = tok.apply_chat_template(chat, add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"]
+    (ids,) = TokenizeManager(tok).tokenize([TokenizeMsg(0, chat, SamplingParams())])
+    assert ids.tolist() == list(ref) and ids.tolist()[:2] != [tok.bos_token_id] * 2
+    upstream_way = tok.encode(tok.apply_chat_template(chat, add_generation_prompt=True, tokenize=False))
+    assert upstream_way[:2] == [tok.bos_token_id] * 2  # 这个分词器确实会让那种写法出两个 BOS：上面的检查有分量
 
 
 def test_plain_text_and_bad_inputs():

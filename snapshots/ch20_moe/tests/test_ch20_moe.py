@@ -8,7 +8,8 @@
   TP=2 时每个 rank 有 8 个半宽的专家，EP=2 时 4 个全宽的专家，只从文件里读自己的那几个；
   每层每步恰好一次 MoE 的 all_reduce，TP 和 EP 一样多、一样大；
 - Qwen3-30B-A3B 的配置（随仓库提交）搭在 meta 设备上：总参数 30.5B、每个 token 用到 3.3B；
-- 坏设置是中文错误：ep_size、切不开的 TP 数、loop 后端录图、top_k 比专家还多。
+- python -m minisgl --tp-size 2 --ep-size 2 起的服务，官方 openai 客户端拿到的贪心回答与 HF 相同；
+- 坏设置是中文错误：ep_size、切不开的 TP 数、loop 后端录图、top_k 比专家还多、命令行的坏值。
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import time
 import pytest
 import torch
 import torch.multiprocessing as mp
-from test_ch15_server import free_port
+from test_ch15_server import descendants, free_port, start_server, stop_server
 
 from minibook.hf import encode, hf_greedy
 from minibook.models import qwen3_30b_a3b_config, tiny_qwen3_moe
@@ -32,6 +33,8 @@ from minisgl.llm import LLM
 from minisgl.models import ModelConfig, create_model
 from minisgl.moe import FusedMoe, LoopMoe, moe_align_block_size, select_experts
 from minisgl.moe.fused import padded_capacity
+from minisgl.server.args import parse_args
+from minisgl.utils.hf import load_tokenizer
 
 MOE = tiny_qwen3_moe()
 TEXTS = ["The capital of France is", "Once upon a time", "def fibonacci(n):", "1, 2, 3, 4,",
@@ -326,6 +329,24 @@ def qwen3_30b_a3b_on_meta(tp_size: int = 1, ep: bool = False) -> dict[str, tuple
     return {k: tuple(v.shape) for k, v in model.state_dict().items()}
 
 
+@pytest.mark.parametrize("mlp_only, step", [([], 1), ([0], 1), ([1, 4], 1), ([], 2), ([3], 3)])
+def test_dense_and_moe_layers_are_the_ones_hf_builds(mlp_only, step):
+    """哪几层是稠密 MLP，由 mlp_only_layers 和 decoder_sparse_step 决定，和 HF 一致（上游每层都建 MoE 块）。"""
+    from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+
+    fields = json.loads((MOE / "config.json").read_text())
+    fields.update(num_hidden_layers=6, mlp_only_layers=mlp_only, decoder_sparse_step=step)
+    with torch.device("meta"):
+        ours = create_model(ModelConfig.from_hf(fields)).state_dict()
+        theirs = Qwen3MoeForCausalLM(Qwen3MoeConfig(**fields)).state_dict()
+
+    def moe_layers(keys) -> list[int]:
+        return sorted({int(k.split(".")[2]) for k in keys if ".mlp.experts." in k})
+
+    assert moe_layers(ours) == moe_layers(theirs)
+    assert len(moe_layers(ours)) < 6 or (not mlp_only and step == 1)
+
+
 def test_qwen3_30b_a3b_has_30_5b_parameters_3_3b_active():
     shapes = qwen3_30b_a3b_on_meta()
     numel = {k: torch.Size(s).numel() for k, s in shapes.items()}
@@ -361,3 +382,32 @@ def test_bad_moe_settings_are_chinese_errors(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({**config, "num_experts_per_tok": 9}))
     with pytest.raises(ValueError, match="num_experts_per_tok 要在 1 和 num_experts（8）之间"):
         ModelConfig.from_json(tmp_path)
+
+
+def test_bad_moe_flags_are_one_chinese_line(capsys):
+    for argv, message in ((["--moe-backend", "triton"], "不支持的MoE 后端 'triton'"),
+                          (["--tp-size", "2", "--ep-size", "4"], "ep_size 只能是 1 或 TP 的 rank 数 2"),
+                          (["--ep-size", "0"], "要 ≥ 1 的整数")):
+        with pytest.raises(SystemExit) as exit_info:
+            parse_args(argv)
+        assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- 真的服务器：TP=2、EP=2
+
+
+def test_served_ep2_greedy_equals_hf(tmp_path):
+    from openai import OpenAI
+
+    server = start_server(tmp_path / "server.log", "--model-path", str(MOE), "--tp-size", "2", "--ep-size", "2",
+                          "--moe-backend", "fused", "--num-pages", "512")
+    family = descendants(server.proc.pid)
+    try:
+        client = OpenAI(base_url=f"{server.url}/v1", api_key="unused", timeout=120, max_retries=0)
+        tokenizer = load_tokenizer(MOE)
+        for text in TEXTS[:2]:
+            out = client.completions.create(model=MOE.name, prompt=text, max_tokens=NEW, temperature=0,
+                                            extra_body={"ignore_eos": True})
+            assert out.choices[0].text == tokenizer.decode(hf_tokens(text))
+    finally:
+        stop_server(server, family)

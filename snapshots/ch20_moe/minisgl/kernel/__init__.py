@@ -26,7 +26,9 @@ logger = init_logger(__name__)
 CSRC = Path(__file__).parent / "csrc"
 # -march=native：按这台机器的向量指令（AVX2、AVX-512……）编；-fopenmp：ATen 的 parallel_for 和 omp simd 要它；
 # -ffast-math：允许重排浮点加法（点积能向量化）、用向量版的 exp。算子里没有 inf、nan（分数都是有限的数）
-CFLAGS = ["-O3", "-march=native", "-fopenmp", "-ffast-math"]
+# -fno-reciprocal-math：但除法不许改写成别的式子。linear.cpp 量化 x 时的 1 / d 要和 quant.py 逐位相同：
+# 改写成 127 / amax 之类，差一位就让恰好落在 .5 上的数取到相邻的刻度
+CFLAGS = ["-O3", "-march=native", "-fopenmp", "-ffast-math", "-fno-reciprocal-math"]
 
 _failure: str | None = None  # 编译失败过：原因。同一个进程里不再重试
 _loaded = False

@@ -139,6 +139,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "RMSNorm 和残差相加一趟做完），或 auto（默认：CPU、float32 上是 cpp）")
     g.add_argument("--quantization", choices=list(QUANTIZATIONS), default=None,
                    help="权重量化（只在 CPU 上）：int8 或 int4，每 32 个权重一组共用缩放（默认不量化）")
+    g.add_argument("--moe-backend", dest="moe_backend", default=ServerArgs.moe_backend,
+                   help="MoE 模型的专家怎么算：loop（挨个专家）、fused（排好块，一个 C++ 算子算完），"
+                        f"或 auto（默认 {ServerArgs.moe_backend}：编得出 C++ 算子的 CPU 上是 fused）")
+    g.add_argument("--ep-size", "--expert-parallel-size", dest="ep_size", type=_positive_int, default=1,
+                   help="专家并行：1（默认，每个专家按 TP 切）或等于 --tp-size（每个 rank 放一部分完整的专家）")
     g.add_argument("--cuda-graph-max-bs", "--graph", dest="cuda_graph_max_bs", type=_non_negative_int,
                    default=None, help="decode 录图（GPU 上 CUDA 图，CPU 上 torch.compile）录到多大的批："
                                       "1、2、4，再每 8 个一档；0 表示不录（默认 GPU 上 160，CPU 上 0）")
