@@ -1,0 +1,8 @@
+"""压测：离线（LLM.generate 跑一批随机请求）和在线（按泊松过程向服务器发请求，量每个 token 的到达时间）。"""
+
+from .client import OnlineResult, RequestTrace, poisson_arrivals, run_online, summarize
+from .offline import OfflineResult, run_offline
+from .workload import BenchRequest, random_workload
+
+__all__ = ["BenchRequest", "OfflineResult", "OnlineResult", "RequestTrace", "poisson_arrivals", "random_workload",
+           "run_offline", "run_online", "summarize"]
