@@ -1,11 +1,12 @@
 """第 21 章：压测的工具。
 
-- random_workload：同一个种子同一批请求，长度都在给定范围里；坏参数是中文错误；
+- random_workload：同一个种子同一批请求，长度都在给定范围里，共享前缀真的共享；坏参数是中文错误；
 - poisson_arrivals：从 0 开始、递增，间隔的均值接近 1/rate；rate=inf 一次全发；
 - percentile 与 numpy 的默认做法相同；TTFT、TPOT、ITL 按定义从时刻算出来；
 - run_offline：每个请求正好生成 max_tokens 个 token，结果与一个一个地 generate 相同；
 - run_online：对真的服务器（python -m minisgl）发流式请求，每个请求的 token 数、到达时刻都对得上；
-  命令行给坏参数时一行中文错误。
+  流式拼起来的文字和非流式的回答相同；命令行给坏参数时一行中文错误；
+- launch_server：服务器起不来时的错误带着它日志的末尾，不会干等到超时。
 """
 
 from __future__ import annotations
@@ -20,7 +21,10 @@ import pytest
 from test_ch15_server import descendants, start_server, stop_server
 
 from minibook.models import smollm2, tiny_qwen3
-from minisgl.benchmark import (RequestTrace, poisson_arrivals, random_workload, run_offline, run_online, summarize)
+import httpx
+
+from minisgl.benchmark import (RequestTrace, launch_server, poisson_arrivals, random_workload, run_offline, run_online,
+                               summarize)
 from minisgl.benchmark.client import OnlineResult, percentile
 from minisgl.core import SamplingParams
 from minisgl.llm import LLM
@@ -35,9 +39,21 @@ def test_random_workload_is_reproducible_and_within_its_ranges():
     assert len({len(r.prompt_ids) for r in a}) > 1 and all(0 <= t < 50 for r in a for t in r.prompt_ids)
 
 
+def test_shared_prefix_is_shared_and_zero_changes_nothing():
+    plain = random_workload(12, seed=5, input_len=(3, 8), output_len=(1, 2), vocab_size=100)
+    assert random_workload(12, seed=5, input_len=(3, 8), output_len=(1, 2), vocab_size=100, shared_prefix=0) == plain
+    shared = random_workload(12, seed=5, input_len=(3, 8), output_len=(1, 2), vocab_size=100, shared_prefix=20)
+    prefixes = {tuple(r.prompt_ids[:20]) for r in shared}
+    assert len(prefixes) == 1 and all(23 <= len(r.prompt_ids) <= 28 for r in shared)
+    assert len({tuple(r.prompt_ids[20:]) for r in shared}) == 12  # 前缀之后各不相同
+    other = random_workload(12, seed=6, input_len=(3, 8), output_len=(1, 2), vocab_size=100, shared_prefix=20)
+    assert other[0].prompt_ids[:20] != shared[0].prompt_ids[:20]  # 前缀也由种子定
+
+
 @pytest.mark.parametrize("kwargs, match", [
     (dict(num_requests=0), "num_requests"), (dict(num_requests=2, input_len=(9, 5)), "input_len"),
     (dict(num_requests=2, output_len=(0, 3)), "output_len"), (dict(num_requests=2, vocab_size=0), "vocab_size"),
+    (dict(num_requests=2, shared_prefix=-1), "shared_prefix"),
 ])
 def test_bad_workload_settings_are_chinese_errors(kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -115,6 +131,11 @@ def test_run_online_against_a_real_server(server, rate):
         assert trace.chunks[-1] <= result.makespan
     s = summarize(result)
     assert s["requests"] == 6 and s["output_tokens"] == sum(m for _, m in requests)
+    # 一段一段拼起来的文字，就是同一个请求不流式时的回答（温度 0）
+    prompt, max_tokens = requests[0]
+    whole = httpx.post(f"{server.url}/v1/completions", json={"prompt": prompt, "max_tokens": max_tokens,
+                       "temperature": 0, "ignore_eos": True}, timeout=300).json()["choices"][0]["text"]
+    assert whole and result.traces[0].text == whole
     assert 0 < s["ttft_p50_ms"] <= s["ttft_p99_ms"] and 0 < s["itl_p50_ms"] <= s["itl_p99_ms"]
 
 
@@ -127,3 +148,10 @@ def test_cli_runs_and_bad_settings_are_one_chinese_line(server):
     bad = subprocess.run(cmd + ["--rate", "0"], capture_output=True, text=True, timeout=300)
     assert bad.returncode == 1 and bad.stderr.startswith("压测失败：") and "rate" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_launch_server_reports_a_failed_start_with_its_log(tmp_path):
+    with pytest.raises(RuntimeError, match="服务器启动时退出了") as info:
+        with launch_server("--model-path", str(tmp_path / "没有这个模型"), timeout=120):
+            pass
+    assert "没有这个模型" in str(info.value)  # 日志的末尾：服务器自己说了哪里不对

@@ -2,7 +2,8 @@
 
 from .client import OnlineResult, RequestTrace, poisson_arrivals, run_online, summarize
 from .offline import OfflineResult, run_offline
+from .server import launch_server
 from .workload import BenchRequest, random_workload
 
-__all__ = ["BenchRequest", "OfflineResult", "OnlineResult", "RequestTrace", "poisson_arrivals", "random_workload",
+__all__ = ["BenchRequest", "OfflineResult", "OnlineResult", "RequestTrace", "launch_server", "poisson_arrivals", "random_workload",
            "run_offline", "run_online", "summarize"]

@@ -29,6 +29,7 @@ class RequestTrace:
     chunks: list[float]  # 每一段文字到达的时刻
     prompt_tokens: int
     output_tokens: int
+    text: str = ""  # 收到的全部文字：温度 0 时，两种配置的同一个请求应当一字不差
 
     @property
     def ttft(self) -> float:
@@ -75,6 +76,7 @@ async def _one(client: httpx.AsyncClient, url: str, prompt: str, max_tokens: int
     body = {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True, "stream": True,
             "stream_options": {"include_usage": True}}
     chunks: list[float] = []
+    pieces: list[str] = []
     usage = None
     async with client.stream("POST", f"{url}/v1/completions", json=body) as resp:
         if resp.status_code != 200:
@@ -88,11 +90,13 @@ async def _one(client: httpx.AsyncClient, url: str, prompt: str, max_tokens: int
             event = json.loads(line[len("data: "):])
             if event.get("usage"):
                 usage = event["usage"]
-            if any(choice.get("text") for choice in event.get("choices", [])):
+            text = "".join(choice.get("text") or "" for choice in event.get("choices", []))
+            if text:
                 chunks.append(time.perf_counter() - t0)
+                pieces.append(text)
     if usage is None or not chunks:
         raise RuntimeError("服务器的流里没有文字或没有 usage（要 stream_options.include_usage）")
-    return RequestTrace(sent, chunks, usage["prompt_tokens"], usage["completion_tokens"])
+    return RequestTrace(sent, chunks, usage["prompt_tokens"], usage["completion_tokens"], "".join(pieces))
 
 
 def run_online(url: str, requests: list[tuple[str, int]], rate: float, seed: int = 0,
