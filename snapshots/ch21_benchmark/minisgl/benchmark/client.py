@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import math
 import random
@@ -112,7 +113,13 @@ def run_online(url: str, requests: list[tuple[str, int]], rate: float, seed: int
                                             for (prompt, max_tokens), at in zip(requests, arrivals)])
             return OnlineResult(list(traces), time.perf_counter() - t0)
 
-    return asyncio.run(main())
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # 平常的脚本：没有在跑的事件循环
+        return asyncio.run(main())
+    # 调用方自己已经在一个事件循环里（比如 Jupyter）：asyncio.run 不能嵌套，换一个线程跑
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, main()).result()
 
 
 def percentile(values: list[float], q: float) -> float:
