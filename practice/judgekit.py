@@ -284,6 +284,41 @@ def _peer_of(obj: Any) -> Any:
     return None
 
 
+# 只用标准库的题：学习者的进程里导入第三方的数值库就判“未通过”（numpy.percentile 之类正是题目要写的东西）。
+# 用法：main(run, prelude=ONLY_STDLIB)
+ONLY_STDLIB = """
+import sys
+
+
+class CheckFailed(AssertionError):
+    pass
+
+
+class _OnlyStdlib:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("numpy", "scipy", "pandas", "torch"):
+            raise CheckFailed(f"这道题只用 Python 标准库：不许导入 {name}")
+        return None
+
+
+sys.meta_path.insert(0, _OnlyStdlib())
+"""
+
+
+_REPR_STAGES: dict[int, Any] = {}
+
+
+def kept_repr(mod: Any, handle: Any) -> str:
+    """repr(handle)，在学习者的进程里算好、按值取回来。用来查参数有没有被改动：== 分不出 1 和 1.0、
+    [1, 2] 和 (1, 2)，repr 分得出。驱动只做 repr（记录），比较在评测这边做。"""
+    peer = _peer_of(mod)
+    if peer is None:
+        return repr(handle)
+    if id(peer) not in _REPR_STAGES:
+        _REPR_STAGES[id(peer)] = stage(mod, "snapshot = repr\n")
+    return _REPR_STAGES[id(peer)].snapshot(handle)
+
+
 def call_kept(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """调用学习者的函数，结果留在学习者的进程里，返回它的句柄（同 in_child 的用处）。"""
     if not isinstance(fn, isolation.Proxy):

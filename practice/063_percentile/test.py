@@ -9,12 +9,13 @@ from __future__ import annotations
 import math
 import random
 import sys
+from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # 找到 practice/judgekit.py
-from judgekit import (CheckFailed, check_equal, check_raises, check_type, in_child, main, mistake_hint,
-                      probe_bad_arguments, require, seed, short, with_bad_item)
+from judgekit import (ONLY_STDLIB, CheckFailed, check_raises, check_type, in_child, kept_repr, main, mistake_hint,
+                      require, seed, short)
 
 SEED = seed()  # 每次评测由评测器抽一个，学习者的进程看不到；没通过时判词里有 JUDGE_SEED=… 可以复现
 
@@ -120,24 +121,27 @@ def check_case(mod, values, q) -> None:
         pos = (n - 1) * q / 100
         raise CheckFailed(f"{call} 不对：排好是 {short(sorted(values), 120)}，位置 ({n} − 1)·{q!r}/100 = {pos:.6g}，"
                           f"应该是 {want!r}，你的是 {got!r}" + hints(values, q, got, want))
-    if not held == values:
-        check_equal([held[i] for i in range(len(values))], values, f"{call} 之后的 values（不该改动参数）")
+    after = kept_repr(mod, held)
+    if after != repr(values):  # repr 分得出 1 和 1.0：把整数改成小数也是改动
+        raise CheckFailed(f"{call} 改动了 values：调用之后是 {short(after, 160)}（不该改动参数）")
 
 
 def check_bad_arguments(mod, rng: random.Random) -> None:
     values = random_values(rng)
     if len(values) < 3:
         values += [1.5, -2]
-    good = dict(values=values, q=random_q(rng))
-    probe_bad_arguments(mod.percentile, good, {"values": [[], (1.0, 2.0), "123", None]}, rng, name="percentile",
-                        tries=3)
-    for spoil in ([lambda old, r: True, lambda old, r: "3", lambda old, r: None, lambda old, r: float("nan"),
-                   lambda old, r: [old]]):
-        bad = with_bad_item(rng, values, spoil)
-        check_raises(ValueError, mod.percentile, bad, 50, what=f"percentile({short(bad, 100)}, 50)（有一项不是数）")
-    for q in (-0.5, -1, 100.0001, 101, rng.uniform(100.01, 1e4), -rng.uniform(0.01, 1e4), True, "50", None,
-              float("nan")):
-        check_raises(ValueError, mod.percentile, values, q, what=f"percentile({short(values, 80)}, {q!r})（q 不对）")
+    q = random_q(rng)
+    for bad in ([], tuple(values), "123", None, {1: 2}):  # 每一种都试
+        check_raises(ValueError, mod.percentile, bad, q, what=f"percentile({short(bad, 80)}, {q!r})（values 不对）")
+    bad_items = [True, "3", None, float("nan"), [1.0], Fraction(1, 3), Decimal("2.5")]
+    for item in bad_items:
+        for place in (0, rng.randrange(1, len(values) - 1), len(values) - 1):  # 开头、中间、末尾都试
+            bad = values[:place] + [item] + values[place + 1:]
+            check_raises(ValueError, mod.percentile, bad, 50,
+                         what=f"percentile({short(bad, 100)}, 50)（第 {place} 项 {item!r} 不是 int 或 float）")
+    for bad_q in (-0.5, -1, 100.0001, 101, rng.uniform(100.01, 1e4), -rng.uniform(0.01, 1e4), True, "50", None,
+                  float("nan"), Fraction(1, 2), Decimal("50")):
+        check_raises(ValueError, mod.percentile, values, bad_q, what=f"percentile({short(values, 80)}, {bad_q!r})（q 不对）")
 
 
 def run(mod: object) -> None:
@@ -152,4 +156,4 @@ def run(mod: object) -> None:
 
 
 if __name__ == "__main__":
-    main(run)
+    main(run, prelude=ONLY_STDLIB)

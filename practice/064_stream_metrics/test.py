@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # 找到 practice/judgekit.py
-from judgekit import (CheckFailed, check_equal, check_raises, check_type, in_child, main, mistake_hint, require,
-                      seed, short)
+from judgekit import (ONLY_STDLIB, CheckFailed, check_equal, check_raises, check_type, in_child, kept_repr, main,
+                      mistake_hint, require, seed, short)
 
 SEED = seed()  # 每次评测由评测器抽一个，学习者的进程看不到；没通过时判词里有 JUDGE_SEED=… 可以复现
 KEYS = ["requests", "output_tokens", "throughput", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms",
@@ -111,7 +111,7 @@ def random_trace(rng: random.Random, start: float, packed: float) -> dict:
         size = min(left, rng.choice([2, 3]) if rng.random() < packed else 1)
         sizes.append(size)
         left -= size
-    t = sent + rng.uniform(0.01, 2.0)
+    t = sent + (0.0 if rng.random() < 0.1 else rng.uniform(0.01, 2.0))  # 有的第一段和发出同时到：TTFT = 0
     chunks = [round(t, 6)]
     for _ in sizes[1:]:
         t += rng.choice([rng.uniform(0.005, 0.08), rng.uniform(0.005, 0.08), rng.uniform(0.2, 1.5), 0.0])
@@ -138,7 +138,11 @@ def random_case(rng: random.Random) -> tuple[list[dict], float]:
 def check_case(mod, traces, makespan, kind: str) -> None:
     call = f"summarize({short(traces, 200)}, {makespan!r})（{kind}）"
     held = in_child(mod, copy.deepcopy(traces))
-    got = mod.summarize(held, makespan)
+    try:
+        got = mod.summarize(held, makespan)
+    except ValueError as e:
+        why = "，其中有请求的第一段和发出同时到（TTFT = 0，相等可以）" if any(t["chunks"][0] == t["sent"] for t in traces) else ""
+        raise CheckFailed(f"{call} 是合法的输入{why}，你的代码却抛了 ValueError：{e}") from None
     check_type(got, dict, f"{call} 的返回值")
     check_equal(sorted(got), sorted(KEYS), f"{call} 返回的字典的键")
     want = metrics(traces, makespan)
@@ -156,37 +160,50 @@ def check_case(mod, traces, makespan, kind: str) -> None:
         if not close(value, want[key]):
             raise CheckFailed(f"{call} 的 {key} 不对：应该是 {want[key]!r}，你的是 {value!r}"
                               + hints(traces, makespan, key, value))
-    if not held == traces:
-        check_equal([held[i] for i in range(len(traces))], traces, f"{call} 之后的 traces（不该改动参数）")
+    after = kept_repr(mod, held)
+    if after != repr(traces):  # repr 分得出 1 和 1.0、列表和元组
+        raise CheckFailed(f"{call} 改动了 traces：调用之后是 {short(after, 200)}（不该改动参数）")
 
 
 def check_bad_arguments(mod, rng: random.Random) -> None:
     traces, makespan = random_case(rng)
-    while len(traces) < 2 or all(t["output_tokens"] == 1 for t in traces):
+    while len(traces) < 3 or all(len(t["chunks"]) < 3 for t in traces):
         traces, makespan = random_case(rng)
+    long = next(i for i, t in enumerate(traces) if len(t["chunks"]) >= 3)
 
-    def spoiled(change, what):
+    def spoiled(i, change, what):
         bad = copy.deepcopy(traces)
-        i = rng.randrange(len(bad))
         change(bad[i])
-        check_raises(ValueError, mod.summarize, bad, makespan, what=f"summarize(…)（第 {i} 个请求{what}）")
+        check_raises(ValueError, mod.summarize, bad, makespan, what=f"summarize({short(bad, 150)}, {makespan!r})"
+                                                                      f"（第 {i} 个请求{what}）")
 
-    for key in ("sent", "chunks", "output_tokens"):
-        spoiled(lambda t, k=key: t.pop(k), f"少了 {key}")
-    spoiled(lambda t: t.update(sent="0.5"), "的 sent 是字符串")
-    spoiled(lambda t: t.update(sent=True), "的 sent 是 bool")
-    spoiled(lambda t: t.update(chunks=[]), "的 chunks 是空的")
-    spoiled(lambda t: t.update(chunks=tuple(t["chunks"])), "的 chunks 不是列表")
-    spoiled(lambda t: t.update(chunks=t["chunks"] + [t["chunks"][-1] - 0.01], output_tokens=t["output_tokens"] + 1),
-            "的 chunks 不是从小到大")
-    spoiled(lambda t: t.update(chunks=[t["sent"] - 0.01] + t["chunks"][1:]), "的第一段早于 sent")
-    spoiled(lambda t: t["chunks"].insert(1, None), "的 chunks 里有 None")
-    spoiled(lambda t: t.update(output_tokens=len(t["chunks"]) - 1), "的 output_tokens 比段数少")
-    spoiled(lambda t: t.update(output_tokens=float(t["output_tokens"])), "的 output_tokens 是 float")
-    spoiled(lambda t: t.update(output_tokens=True), "的 output_tokens 是 bool")
-    for bad_makespan in (0, -1.0, True, "3", None, max(t["chunks"][-1] for t in traces) - 0.001):
+    places = (0, rng.randrange(1, len(traces) - 1), len(traces) - 1)  # 坏的请求在开头、中间、末尾
+    for i in places:
+        for key in ("sent", "chunks", "output_tokens"):
+            spoiled(i, lambda t, k=key: t.pop(k), f"少了 {key}")
+        for value in ("0.5", True, None, math.nan, math.inf):
+            spoiled(i, lambda t, v=value: t.update(sent=v), f"的 sent 是 {value!r}")
+        spoiled(i, lambda t: t.update(chunks=[]), "的 chunks 是空的")
+        spoiled(i, lambda t: t.update(chunks=tuple(t["chunks"])), "的 chunks 不是列表")
+        spoiled(i, lambda t: t.update(chunks=[t["sent"] - 0.01] + t["chunks"][1:]), "的第一段早于 sent")
+        for value in (None, True, 2.0, "3"):
+            spoiled(i, lambda t, v=value: t.update(output_tokens=v), f"的 output_tokens 是 {value!r}")
+        spoiled(i, lambda t: t.update(output_tokens=len(t["chunks"]) - 1), "的 output_tokens 比段数少")
+    bad_traces = [copy.deepcopy(traces[0]), "请求"]
+    check_raises(ValueError, mod.summarize, bad_traces, makespan, what="summarize([…, '请求'], …)（有一个请求不是字典）")
+    # chunks 里坏的那一项、倒着走的那一对，在开头、中间、末尾都试
+    n = len(traces[long]["chunks"])
+    for j in (0, rng.randrange(1, n - 1), n - 1):
+        for value in (None, "1.0", True, math.nan, math.inf):
+            spoiled(long, lambda t, j=j, v=value: t["chunks"].__setitem__(j, v), f"的 chunks[{j}] 是 {value!r}")
+    for j in (1, rng.randrange(1, n), n - 1):
+        def backwards(t, j=j):
+            t["chunks"][j] = t["chunks"][j - 1] - 0.01  # 第 j 段早于第 j − 1 段
+        spoiled(long, backwards, f"的 chunks[{j}] 早于 chunks[{j - 1}]")
+    for bad_makespan in (0, -1.0, True, "3", None, math.nan, math.inf,
+                         max(t["chunks"][-1] for t in traces) - 0.001):
         check_raises(ValueError, mod.summarize, traces, bad_makespan, what=f"summarize(…, {bad_makespan!r})（makespan 不对）")
-    for bad in ([], None, tuple(traces), [traces[0], "请求"]):
+    for bad in ([], None, tuple(traces), "traces"):
         check_raises(ValueError, mod.summarize, bad, makespan, what=f"summarize({short(bad, 60)}, {makespan!r})")
 
 
@@ -204,4 +221,4 @@ def run(mod: object) -> None:
 
 
 if __name__ == "__main__":
-    main(run)
+    main(run, prelude=ONLY_STDLIB)

@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # 找到 practice/judgekit.py
-from judgekit import (CheckFailed, check_equal, check_raises, check_type, in_child, main, mistake_hint,
-                      probe_bad_arguments, require, seed, short, with_bad_item)
+from judgekit import (ONLY_STDLIB, CheckFailed, check_raises, check_type, in_child, kept_repr, main, mistake_hint,
+                      require, seed, short)
 
 SEED = seed()  # 每次评测由评测器抽一个，学习者的进程看不到；没通过时判词里有 JUDGE_SEED=… 可以复现
 PAGES = (1, 2, 4, 16)
@@ -128,32 +128,42 @@ def check_case(mod, batches, page, kind: str) -> None:
     if got != want:
         raise CheckFailed(f"{call} 不对：每个请求要算的 token 数（提示长度 − 匹配到的长度）应该是 {short(want, 150)}，"
                           f"你的是 {short(got, 150)}" + hints(batches, page, got))
-    if not held == batches:
-        check_equal([held[i] for i in range(len(batches))], batches, f"{call} 之后的 batches（不该改动参数）")
+    after = kept_repr(mod, held)
+    if after != repr(batches):  # repr 分得出 1 和 1.0、列表和元组
+        raise CheckFailed(f"{call} 改动了 batches：调用之后是 {short(after, 200)}（不该改动参数）")
+
+
+def three_places(rng: random.Random, n: int) -> list[int]:
+    """开头、中间、末尾：只查第一个 / 最后一个元素的代码总会被抓到。"""
+    return sorted({0, rng.randrange(n), n - 1})
 
 
 def check_bad_arguments(mod, rng: random.Random) -> None:
     batches, page = random_case(rng)
-    good = dict(batches=batches, page_size=page)
-    probe_bad_arguments(mod.prefill_costs, good, {"page_size": [0, -1, True, 2.0, "4", None]}, rng,
-                        name="prefill_costs", tries=4)
-    probe_bad_arguments(mod.prefill_costs, good, {"batches": [None, "abc", (batches[0],)]}, rng,
-                        name="prefill_costs", tries=2)
-    spoils = [("有一批是空的", lambda r: with_bad_item(r, batches, lambda old, r: [])),
-              ("有一批不是列表", lambda r: with_bad_item(r, batches, lambda old, r: tuple(old))),
-              ("有一个提示是空的", lambda r: with_bad_item(r, batches, lambda old, r: with_bad_item(r, old, lambda o, r: []))),
-              ("有一个 token 是负数",
-               lambda r: with_bad_item(r, batches, lambda old, r: with_bad_item(
-                   r, old, lambda o, r: with_bad_item(r, o, lambda t, r: -r.randint(1, 9))))),
-              ("有一个 token 是 bool",
-               lambda r: with_bad_item(r, batches, lambda old, r: with_bad_item(
-                   r, old, lambda o, r: with_bad_item(r, o, lambda t, r: True)))),
-              ("有一个 token 是 float",
-               lambda r: with_bad_item(r, batches, lambda old, r: with_bad_item(
-                   r, old, lambda o, r: with_bad_item(r, o, lambda t, r: float(t)))))]
-    for what, spoil in spoils * 2:
-        bad = spoil(rng)
-        check_raises(ValueError, mod.prefill_costs, bad, page, what=f"prefill_costs({short(bad, 100)}, {page})（{what}）")
+    while len(batches) < 3 or not any(len(b) >= 3 and all(len(p) >= 3 for p in b) for b in batches):
+        batches, page = random_case(rng)
+    for bad_page in (0, -1, True, 2.0, "4", None):  # 每一种都试
+        check_raises(ValueError, mod.prefill_costs, batches, bad_page, what=f"prefill_costs(…, {bad_page!r})（page_size 不对）")
+    for bad in (None, "abc", tuple(batches), {0: batches[0]}):
+        check_raises(ValueError, mod.prefill_costs, bad, page, what=f"prefill_costs({short(bad, 60)}, {page})")
+
+    def expect_error(bad, what):
+        check_raises(ValueError, mod.prefill_costs, bad, page, what=f"prefill_costs({short(bad, 120)}, {page})（{what}）")
+
+    for b in three_places(rng, len(batches)):
+        for value, what in (([], "是空的"), (tuple(batches[b]), "是 tuple"), (None, "是 None")):
+            expect_error(batches[:b] + [value] + batches[b + 1:], f"第 {b} 批{what}")
+    b = next(i for i, batch in enumerate(batches) if len(batch) >= 3 and all(len(p) >= 3 for p in batch))
+    batch = batches[b]
+    for r in three_places(rng, len(batch)):
+        for value, what in (([], "是空的"), (tuple(batch[r]), "是 tuple"), ("abc", "是字符串"), (None, "是 None")):
+            expect_error(batches[:b] + [batch[:r] + [value] + batch[r + 1:]] + batches[b + 1:], f"第 {b} 批第 {r} 个提示{what}")
+        prompt = batch[r]
+        for t in three_places(rng, len(prompt)):
+            for value in (-rng.randint(1, 9), True, float(prompt[t]), "7", None):
+                bad_prompt = prompt[:t] + [value] + prompt[t + 1:]
+                expect_error(batches[:b] + [batch[:r] + [bad_prompt] + batch[r + 1:]] + batches[b + 1:],
+                             f"第 {b} 批第 {r} 个提示的第 {t} 个 token 是 {value!r}")
 
 
 def run(mod: object) -> None:
@@ -171,4 +181,4 @@ def run(mod: object) -> None:
 
 
 if __name__ == "__main__":
-    main(run)
+    main(run, prelude=ONLY_STDLIB)

@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # 找到 practice/judgekit.py
-from judgekit import (CheckFailed, check_equal, check_raises, check_type, in_child, main, mistake_hint, require,
-                      seed, short)
+from judgekit import (ONLY_STDLIB, CheckFailed, check_raises, check_type, in_child, kept_repr, main, mistake_hint,
+                      require, seed, short)
 
 SEED = seed()  # 每次评测由评测器抽一个，学习者的进程看不到；没通过时判词里有 JUDGE_SEED=… 可以复现
 
@@ -118,14 +118,15 @@ def check_goodput(mod, traces, makespan, slo, kind) -> None:
     call = f"goodput({short(traces, 160)}, {makespan!r}, {slo[0]!r}, {slo[1]!r})（{kind}）"
     held = in_child(mod, copy.deepcopy(traces))
     got = mod.goodput(held, makespan, *slo)
-    check_type(got, (int, float), f"{call} 的返回值")
+    check_type(got, float, f"{call} 的返回值")
     want = ref_goodput(traces, makespan, *slo)
     if not close(float(got), want):
         hits = [t for t, o in GOODPUT_MISTAKES if close(ref_goodput(traces, makespan, *slo, **o), float(got))
                 and not close(want, float(got))]
         raise CheckFailed(f"{call} 不对：应该是 {want!r}，你的是 {got!r}" + mistake_hint(hits))
-    if not held == traces:
-        check_equal([held[i] for i in range(len(traces))], traces, f"{call} 之后的 traces（不该改动参数）")
+    after = kept_repr(mod, held)
+    if after != repr(traces):  # repr 分得出 1 和 1.0
+        raise CheckFailed(f"{call} 改动了 traces：调用之后是 {short(after, 200)}（不该改动参数）")
 
 
 def check_max_rate(mod, runs, slo, kind) -> None:
@@ -138,33 +139,38 @@ def check_max_rate(mod, runs, slo, kind) -> None:
     if not close(got, want):
         hits = [t for t, o in RATE_MISTAKES if close(ref_max_rate(runs, *slo, **o), got) and not close(want, got)]
         raise CheckFailed(f"{call} 不对：应该是 {want!r}，你的是 {got!r}" + mistake_hint(hits))
-    if not held == runs:
+    if kept_repr(mod, held) != repr(runs):
         raise CheckFailed(f"{call} 改动了 runs：不该改动参数")
 
 
 def check_bad_arguments(mod, rng: random.Random) -> None:
     slo = random_slo(rng)
-    traces = random_traces(rng, 0.5, slo) + [{"ttft": 0.1, "tpot": 0.01}, {"ttft": 0.2, "tpot": None}]
-    for bad in (0, -1.0, True, "1", None, float("nan")):
+    traces = random_traces(rng, 0.5, slo) + [{"ttft": 0.1, "tpot": 0.01}, {"ttft": 0.2, "tpot": None},
+                                             {"ttft": 0.3, "tpot": 0.02}]
+    rng.shuffle(traces)
+    not_numbers = (True, "1", None, math.nan, math.inf, -math.inf)
+    for bad in (0, -1.0) + not_numbers:  # 每一种都试
         for args in ((traces, bad, *slo), (traces, 2.0, bad, slo[1]), (traces, 2.0, slo[0], bad)):
             check_raises(ValueError, mod.goodput, *args, what=f"goodput(…, {args[1]!r}, {args[2]!r}, {args[3]!r})")
         check_raises(ValueError, mod.max_rate, {1.0: traces}, bad, slo[1], what=f"max_rate(…, {bad!r}, …)")
         check_raises(ValueError, mod.max_rate, {1.0: traces}, slo[0], bad, what=f"max_rate(…, …, {bad!r})")
-        if bad is not None and not isinstance(bad, str):
-            check_raises(ValueError, mod.max_rate, {bad: traces}, *slo, what=f"max_rate({{{bad!r}: …}}, …)（rate 不对）")
-    spoils = [("少了 tpot", lambda t: t.pop("tpot")), ("少了 ttft", lambda t: t.pop("ttft")),
-              ("ttft 是负数", lambda t: t.update(ttft=-0.1)), ("ttft 是 None", lambda t: t.update(ttft=None)),
-              ("tpot 是负数", lambda t: t.update(tpot=-0.01)), ("tpot 是字符串", lambda t: t.update(tpot="0.1")),
-              ("ttft 是 bool", lambda t: t.update(ttft=True))]
-    for what, spoil in spoils:
-        bad = copy.deepcopy(traces)
-        spoil(bad[rng.randrange(len(bad))])
-        check_raises(ValueError, mod.goodput, bad, 2.0, *slo, what=f"goodput(…)（有一个请求{what}）")
-        check_raises(ValueError, mod.max_rate, {1.0: traces, 2.0: bad}, *slo,
-                     what=f"max_rate(…)（rate 2.0 的 traces 里有一个请求{what}）")
-    for bad in ([], None, tuple(traces), [traces[0], "请求"]):
+        if bad is not None and not (isinstance(bad, float) and math.isnan(bad)):  # nan 和 None 当不了字典的键
+            check_raises(ValueError, mod.max_rate, {0.5: traces, bad: traces}, *slo,
+                         what=f"max_rate({{0.5: …, {bad!r}: …}}, …)（rate 不对）")
+    spoils = [("不是字典", lambda t: "请求"), ("少了 tpot", lambda t: {"ttft": t["ttft"]}),
+              ("少了 ttft", lambda t: {"tpot": t["tpot"]}), ("ttft 是负数", lambda t: {**t, "ttft": -0.1})]
+    spoils += [(f"ttft 是 {v!r}", lambda t, v=v: {**t, "ttft": v}) for v in not_numbers]
+    spoils += [("tpot 是负数", lambda t: {**t, "tpot": -0.01})]
+    spoils += [(f"tpot 是 {v!r}", lambda t, v=v: {**t, "tpot": v}) for v in not_numbers if v is not None]
+    for place in sorted({0, rng.randrange(len(traces)), len(traces) - 1}):  # 开头、中间、末尾
+        for what, spoil in spoils:
+            bad = traces[:place] + [spoil(traces[place])] + traces[place + 1:]
+            check_raises(ValueError, mod.goodput, bad, 2.0, *slo, what=f"goodput(…)（第 {place} 个请求{what}）")
+            check_raises(ValueError, mod.max_rate, {1.0: traces, 2.0: bad}, *slo,
+                         what=f"max_rate(…)（rate 2.0 的 traces 里第 {place} 个请求{what}）")
+    for bad in ([], None, tuple(traces), "traces"):
         check_raises(ValueError, mod.goodput, bad, 2.0, *slo, what=f"goodput({short(bad, 60)}, …)")
-    for bad in ({}, None, [traces], {1.0: []}):
+    for bad in ({}, None, [traces], {1.0: []}, {1.0: tuple(traces)}):
         check_raises(ValueError, mod.max_rate, bad, *slo, what=f"max_rate({short(bad, 60)}, …)")
 
 
@@ -191,4 +197,4 @@ def run(mod: object) -> None:
 
 
 if __name__ == "__main__":
-    main(run)
+    main(run, prelude=ONLY_STDLIB)
