@@ -287,7 +287,7 @@ plt.show()
 # %% [markdown]
 # 2 个 rank、小数据时一次 all-reduce 的中位数不到 1 ms，几乎不随数据量变：花的是进程之间的往返和唤醒，不是搬数据；过了几百 KiB 才开始按带宽增长。3 个 rank 比核多，要轮流上 CPU，更慢。再把真引擎放进来，关掉重叠调度，量每一步 decode 的时间和其中花在通信上的时间（计时包在通信插件外面，也就是换通信库时替换的那一层）：
 
-# %%
+# %% tags=["milestone"]
 # NBVAL_IGNORE_OUTPUT
 from minibook.models import smollm2
 

@@ -167,7 +167,7 @@ in_fold(listing("minisgl/kernel/csrc/paged_attention.cpp", "paged_attention"))
 #
 # `examples/ch17_bench.py` 用真实的 KV 池、页表和分配器（每个请求的提示占一段连续的槽位，decode 的新 token 交错），量一层 decode 注意力（存这一步的 K/V + 注意力），两个后端轮流各量 3 轮取中位数：
 
-# %%
+# %% tags=["milestone"]
 # NBVAL_SKIP
 from ch17_bench import layer_grid, print_layer_grid
 

@@ -207,7 +207,7 @@ listing("minisgl/kernel/__init__.py", "_register_fakes")
 #
 # `examples/ch18_bench.py` 在同一个引擎、同一批请求上量一步 decode（前向加采样）：每一步先后各跑一遍两种跑法（写进 KV 池的是同样的 K/V，贪心采样出同样的 token），两种跑法轮流先跑，取中位数。SmolLM2，每个请求 256 个 token 的提示：
 
-# %%
+# %% tags=["milestone"]
 # NBVAL_SKIP
 from ch18_bench import BATCHES, compile_seconds, cpp_wrapper_step, step_times
 

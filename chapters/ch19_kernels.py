@@ -279,7 +279,7 @@ listing("minisgl/layers/quant.py", "prepare_linear_layers")
 #
 #     速度取相邻两个新 token 的间隔的中位数，再取倒数：机器是共用的，别的进程偶尔抢走几十毫秒，中位数不受这几步影响（对每个参赛者都这样算）。线程数在进程开始时定下，所以每个线程数一个新进程；参赛者轮流跑，机器负载的起伏平摊到每个人身上。llama.cpp 是可选的参照：`python -m minibook.llamacpp install` 从源码编 llama-cpp-python，`prepare` 准备两个 GGUF——Q4_1 就是书里内置权重的原件，F32 是用 `gguf` 包把它逐个张量解成 float32 写回的。没装的机器上这一栏不出现。
 
-# %%
+# %% tags=["milestone"]
 # NBVAL_SKIP
 from ch19_bench import NEW_TOKENS, decode_rates
 

@@ -115,7 +115,7 @@ listing("minisgl/moe/loop.py", "LoopMoe.forward")
 # %% [markdown]
 # 它算得对，但有两处录不进图：被选中的专家有哪些要 `.tolist()` 读回主机，每个专家几行也随数据变。拿 `torch.compile(fullgraph=True)` 追踪两个后端试试（`backend="eager"`：只追踪成图，不生成代码）：
 
-# %%
+# %% tags=["milestone"]
 import torch
 
 from minisgl.kernel import load_kernels
@@ -252,7 +252,7 @@ print(f"  两者每层每个 token 的 all-reduce 都是 {t['all_reduce_bytes_pe
 # %% [markdown]
 # 存的字节一样、通信一样，差别在算：专家 TP 的矩阵乘只有 192 列，GPU 上喂不饱；专家并行的矩阵乘完整，但每个 rank 的活取决于路由。真的起两个进程，小 MoE 生成 8 个 token（一次 prefill、7 次 decode，3 个 MoE 层），数每个 rank 的通信和它算了几个 (token, 专家) 格子：
 
-# %%
+# %% tags=["milestone"]
 # NBVAL_SKIP
 from ch20_bench import communication
 
