@@ -695,3 +695,18 @@ def test_tagged_outputs_errors(tmp_path):
     nbformat.write(fake_chapter(), tmp_path / "chapters" / f"{ch.name}.ipynb")
     with pytest.raises(site.NotebookError, match="没有带「milestone」标签"):
         site.tagged_outputs(tmp_path, ch, "milestone")
+
+
+def test_tagged_outputs_quote_the_text_and_leave_the_plot_on_the_chapter_page(tmp_path):
+    write_manifest(tmp_path)
+    ch = load_manifest(tmp_path / "chapters" / "manifest.toml")[0]
+    nb = fake_chapter()
+    png = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"0" * 16).decode()
+    cell = nbformat.v4.new_code_cell("print('吞吐 68.5 token/s')\nplt.show()", metadata={"tags": ["milestone"]},
+                                     execution_count=1)
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="吞吐 68.5 token/s\n"),
+                    nbformat.v4.new_output("display_data", data={"image/png": png, "text/plain": "<Figure>"})]
+    nb.cells.append(cell)
+    nbformat.write(nb, tmp_path / "chapters" / f"{ch.name}.ipynb")
+    quoted = site.tagged_outputs(tmp_path, ch, "milestone")
+    assert "吞吐 68.5 token/s" in quoted and "<img" not in quoted and ".png" not in quoted
