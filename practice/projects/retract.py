@@ -1,0 +1,125 @@
+"""大作业 · 抢占：LLM(..., optimistic_admission=True) 只为提示预留页，decode 时页不够就把
+在跑的请求退回队列，以后接着算。
+
+验收：KV 池小到“按最坏情况预留”只能同时跑两个请求。看四件事：同时 decode 的请求超过这个上限
+（确实是乐观接纳），有请求 decode 过之后又回到 prefill（确实退回过），每个请求的输出都和
+Hugging Face 逐 token 的贪心相同、一个不多一个不少（什么都没丢），跑完 KV 页的账目对得上。
+页大小 1 和 4 各跑一遍；重叠调度开着（默认）。
+"""
+
+from __future__ import annotations
+
+import random
+
+from common import Fail, hf, hf_greedy, model_path, new_llm
+
+MAX_TOKENS = 48
+NUM_REQS = 8
+STARTS = ["Once upon a time, in a small village by the sea,", "The history of the printing press begins",
+          "To bake a loaf of bread at home, you first", "The most important rule of chess is that",
+          "When the train finally arrived at the station,", "Photosynthesis is the process by which plants",
+          "My favourite thing about autumn is the way", "The old lighthouse keeper looked at the storm and",
+          "In the year 2050, cities will probably", "A good night's sleep matters because",
+          "The recipe for a simple tomato soup calls for", "Learning a new language as an adult is"]
+
+
+def div_ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def plan(prompt_lens: list[int], page_size: int) -> tuple[int, int]:
+    """KV 池的页数，和“按最坏情况预留”时最多能同时跑几个请求。"""
+    worst = sorted(div_ceil(n + MAX_TOKENS - 1, page_size) for n in prompt_lens)
+    pool = worst[-1] * 2 + worst[-1] // 2
+    bound, used = 0, 0
+    for w in worst:  # 最省页的几个请求凑在一起，最多也只有这么多
+        if used + w > pool:
+            break
+        used, bound = used + w, bound + 1
+    return pool, bound
+
+
+# ---------------------------------------------------------------- 子进程里：用你的引擎
+
+def produce(seed: int) -> dict:
+    import torch
+
+    from minisgl.core import SamplingParams
+
+    from minisgl.utils.hf import load_tokenizer
+
+    texts = random.Random(seed).sample(STARTS, NUM_REQS)
+    prompts = [load_tokenizer(model_path()).encode(t) for t in texts]
+    runs = []
+    for page_size in (1, 4):
+        pool, _ = plan([len(p) for p in prompts], page_size)
+        llm = new_llm(page_size=page_size, num_page_override=pool, optimistic_admission=True,
+                      max_running_req=NUM_REQS)
+        batches: list[tuple[bool, list[int]]] = []
+        forward = llm.engine.forward_batch
+
+        def record(batch, args, forward=forward):
+            batches.append((batch.is_prefill, [r.uid for r in batch.reqs]))
+            return forward(batch, args)
+
+        llm.engine.forward_batch = record
+        for uid, ids in enumerate(prompts):
+            llm.add_req(uid, torch.tensor(ids, dtype=torch.int32),
+                        SamplingParams(max_tokens=MAX_TOKENS, ignore_eos=True))
+        outputs: dict[int, list[int]] = {uid: [] for uid in range(NUM_REQS)}
+        finished: dict[int, list[int]] = {uid: [] for uid in range(NUM_REQS)}
+        for _ in range(50 * MAX_TOKENS):  # 有上限：调度器原地打转时也会停下来
+            if not llm.runnable:
+                break
+            for out in llm.step():
+                outputs[out.uid].append(out.next_token)
+                if out.finished:
+                    finished[out.uid].append(len(outputs[out.uid]))
+        llm.cache_manager.check_integrity()  # 页的账目对不上时抛 RuntimeError
+        runs.append({"page_size": page_size, "pool": pool, "prompts": prompts, "outputs": outputs,
+                     "finished": finished, "batches": batches, "still_runnable": llm.runnable})
+        llm.shutdown()
+    return {"runs": runs}
+
+
+# ---------------------------------------------------------------- 这里：判
+
+def judge(result: dict, seed: int) -> list[str]:
+    _, tok = hf()
+    texts = random.Random(seed).sample(STARTS, NUM_REQS)
+    prompts = [tok.encode(t) for t in texts]
+    expected = [hf_greedy(p, MAX_TOKENS) for p in prompts]
+    done = []
+    for run in result["runs"]:
+        ps = run["page_size"]
+        pool, bound = plan([len(p) for p in prompts], ps)
+        head = f"页大小 {ps}（KV 池 {pool} 页，按最坏情况预留最多同时跑 {bound} 个）"
+        if run["still_runnable"]:
+            raise Fail(f"{head}：{50 * MAX_TOKENS} 步之后还有请求没跑完（调度器在原地打转？）")
+        batches = run["batches"]
+        peak = max((len(uids) for prefill, uids in batches if not prefill), default=0)
+        if peak <= bound:
+            raise Fail(f"{head}：同时 decode 的请求最多 {peak} 个，没超过按最坏情况预留的上限 {bound}："
+                       "接纳还是按最坏情况预留的，不是乐观接纳")
+        decoded: set[int] = set()
+        retracted = set()
+        for prefill, uids in batches:
+            if prefill:
+                retracted |= decoded & set(uids)
+            else:
+                decoded |= set(uids)
+        if not retracted:
+            raise Fail(f"{head}：没有哪个请求 decode 过之后又回到 prefill：页不够时没有退回请求")
+        for uid in range(NUM_REQS):
+            got = run["outputs"][str(uid)]
+            ends = run["finished"][str(uid)]
+            if ends != [MAX_TOKENS]:
+                raise Fail(f"{head}：请求 {uid} 应当在第 {MAX_TOKENS} 个 token 处结束一次，"
+                           f"实际结束标记出现在 {ends}（共 {len(got)} 个 token）")
+            if got != expected[uid]:
+                at = next(i for i, (a, b) in enumerate(zip(got, expected[uid])) if a != b)
+                raise Fail(f"{head}：请求 {uid}（提示 {texts[uid]!r}）第 {at} 个 token 和 HF 的贪心不同："
+                           f"{tok.decode(got[:at + 1])!r} ≠ {tok.decode(expected[uid][:at + 1])!r}")
+        done.append(f"{head}：同时 decode 最多 {peak} 个；退回过的请求 {sorted(retracted)}；"
+                    f"{NUM_REQS} 个请求各 {MAX_TOKENS} 个 token，全和 HF 的贪心相同；KV 页的账目对得上")
+    return done
