@@ -137,6 +137,9 @@ def test_json_rejects_post_hoc_repair_and_a_too_strict_mask(reference_results):
     bad = copy.deepcopy(ref)
     bad["bad"]["类型拼错"] = "收下了"
     _fails("json", bad, "类型拼错")
+    apart = copy.deepcopy(ref)  # 带约束的和不带约束的从没进过同一批（比如分开跑）：第 3 条什么也没检验到
+    apart["decode_batches"] = [[u for u in uids if u != 3] or [3] for uids in apart["decode_batches"]]
+    _fails("json", apart, "从没和带约束的请求进同一个 decode 批")
 
 
 def _regenerate_after(ids: list[int], first: int, tok) -> list[int]:
@@ -171,6 +174,21 @@ def test_retract_rejects_reserving_and_losing_tokens(reference_results):
     twice = copy.deepcopy(ref)
     twice["runs"][1]["finished"]["3"] = [20, 48]  # 退回时把请求报成了结束
     _fails("retract", twice, "结束一次")
+    # 退回后从原来的提示重算，再把重复生成的 token 藏起来（输出照样和 HF 相同：贪心是确定的）
+    restart = copy.deepcopy(ref)
+    run = restart["runs"][0]
+    first = {}
+    for i, (uid, ids) in enumerate(run["prefills"]):
+        if uid in first:
+            run["prefills"][i] = [uid, first[uid]]
+        first.setdefault(uid, ids)
+    _fails("retract", restart, "从原来的提示重新算起")
+    wasted = copy.deepcopy(ref)  # 多进了几次前向：算出来的 token 丢掉了
+    wasted["runs"][0]["batches"] += [[False, [7]]] * 3
+    _fails("retract", wasted, "有 token 被算了又丢掉")
+    bigger = copy.deepcopy(ref)  # 偷偷把池子放大
+    bigger["runs"][0]["num_pages"] *= 4
+    _fails("retract", bigger, "KV 池应当是")
 
 
 def test_lpm_rejects_fcfs_under_another_name_and_a_wrong_policy_check(reference_results):
@@ -184,6 +202,9 @@ def test_lpm_rejects_fcfs_under_another_name_and_a_wrong_policy_check(reference_
     stuck = copy.deepcopy(ref)
     stuck["runs"]["lpm"]["still_runnable"] = True
     _fails("lpm", stuck, "原地打转")
+    bigger = copy.deepcopy(ref)  # 只在 lpm 时偷偷放大池子：缓存留得住全部文档
+    bigger["runs"]["lpm"]["num_pages"] *= 2
+    _fails("lpm", bigger, "引擎的设置应当是")
 
 
 def test_the_projects_page_quotes_these_verdicts(reference_results):

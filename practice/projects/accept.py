@@ -95,10 +95,12 @@ def run_child(module_name: str, tree: Path, seed: int, timeout: int) -> dict:
         print(f"  （你的引擎跑了 {time.monotonic() - started:.0f} 秒）")
         if proc.returncode == 3:  # 缺接口：子进程已经写好了一句话
             raise Fail(proc.stderr.strip().splitlines()[-1])
-        if proc.returncode != 0 or not out.is_file():
+        text = out.read_text() if out.is_file() else ""
+        if proc.returncode != 0 or not text:
             tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
-            raise Fail(f"你的引擎在子进程里出错了（退出码 {proc.returncode}），最后几行：\n{tail}")
-        return json.loads(out.read_text())
+            raise Fail(f"你的引擎在子进程里出错了或者提前退出了（退出码 {proc.returncode}，"
+                       f"没有交回结果），最后几行：\n{tail}")
+        return json.loads(text)
 
 
 if __name__ == "__main__":

@@ -8,9 +8,14 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import sys
 from functools import lru_cache
 from pathlib import Path
+
+# 结果用这两个在 import 你的 minisgl 之前就拿到的函数写出：改 Path.write_text、json.dumps 影响不到它。
+# 这防的是无心的改动，不防存心的：你的代码和记录在同一个进程里（见 docs/wrapup/projects.md）
+_dumps, _os_write = json.dumps, os.write
 
 
 class Fail(Exception):
@@ -34,7 +39,7 @@ def new_llm(**config):
     try:
         return LLM(model_path(), **config)
     except TypeError as e:
-        raise Missing(f"LLM(...) 还不认识这次要用的参数 {sorted(config)}：{e}") from None
+        raise Missing(f"LLM(...) 还不认识这次要用的参数（{e}）") from None
 
 
 # ---------------------------------------------------------------- 评判一侧（不碰你的 minisgl）
@@ -89,13 +94,15 @@ def hf_greedy(prompt: list[int], max_tokens: int) -> list[int]:
 def _child(module_name: str, seed: int, out: Path) -> int:
     import common  # 作为脚本跑时本文件是 __main__：项目模块抛的是 common.Missing
 
+    fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # 先打开：produce 之前
     module = importlib.import_module(module_name)
     try:
         result = module.produce(seed)
     except common.Missing as e:
         print(f"缺接口：{e}", file=sys.stderr)
         return 3
-    out.write_text(json.dumps(result))
+    _os_write(fd, _dumps(result).encode())
+    os.close(fd)
     return 0
 
 

@@ -58,13 +58,23 @@ def produce(seed: int) -> dict:
         except Exception as e:  # noqa: BLE001  判词要说清收到的是什么异常
             bad[name] = type(e).__name__
     llm = new_llm(max_running_req=8, num_page_override=4096)
+    batches: list[list[int]] = []
+    forward = llm.engine.forward_batch
+
+    def record(batch, args):
+        if not batch.is_prefill:
+            batches.append([r.uid for r in batch.reqs])
+        return forward(batch, args)
+
+    llm.engine.forward_batch = record
     prompts = [p for p, _ in cases] + [PLAIN_PROMPT]
     params = [SamplingParams(max_tokens=MAX_TOKENS, json_schema=s) for _, s in cases]
     params.append(SamplingParams(max_tokens=24))
     mixed = llm.generate(prompts, params)  # 带约束和不带约束的请求在同一批里
     alone = llm.generate([PLAIN_PROMPT], SamplingParams(max_tokens=24))
     llm.shutdown()
-    return {"bad": bad, "outputs": [o["token_ids"] for o in mixed], "plain_alone": alone[0]["token_ids"]}
+    return {"bad": bad, "outputs": [o["token_ids"] for o in mixed], "plain_alone": alone[0]["token_ids"],
+            "decode_batches": batches}
 
 
 # ---------------------------------------------------------------- 这里：判
@@ -157,8 +167,12 @@ def judge(result: dict, seed: int) -> list[str]:
             steps += 1
         done.append(f"{text}  ← {where}")
     done.append(f"共 {steps} 步（含结尾的 EOS），每一步都是允许的 token 里 HF logits 最大的那个")
+    plain = len(result["outputs"]) - 1  # 第一次 generate 的 uid 从 0 起，不带约束的是最后一个
+    shared = sum(plain in uids and len(uids) > 1 for uids in result["decode_batches"])
+    if shared == 0:
+        raise Fail("不带约束的请求从没和带约束的请求进同一个 decode 批：掩码有没有漏到别的行，没有检验到")
     if result["outputs"][-1] != result["plain_alone"]:
         raise Fail("和带约束的请求同一批、没带约束的请求，输出和它单独跑时不同："
                    f"{tok.decode(result['outputs'][-1])!r} ≠ {tok.decode(result['plain_alone'])!r}")
-    done.append("同一批里没带约束的请求，输出和它单独跑时相同")
+    done.append(f"不带约束的请求和带约束的一起 decode 了 {shared} 步，输出和它单独跑时相同")
     return done

@@ -13,6 +13,7 @@ import random
 from common import Fail, Missing, hf, hf_greedy, model_path, new_llm
 
 MAX_TOKENS = 6
+CHUNK = 64
 RATIO = 0.5
 SENTENCES = ["The river that runs through the town floods almost every spring.",
              "Most of the houses near the bank were rebuilt on stone pillars.",
@@ -50,7 +51,6 @@ def produce(seed: int) -> dict:
     from minisgl.core import SamplingParams
     from minisgl.utils.hf import load_tokenizer
 
-    prompts = [load_tokenizer(model_path()).encode(t) for t in workload(seed)]
     try:
         bad = new_llm(schedule_policy="lmp", num_page_override=64)
         bad.shutdown()
@@ -59,9 +59,11 @@ def produce(seed: int) -> dict:
         raise
     except Exception as e:  # noqa: BLE001  判词要说清收到的是什么异常
         bad_policy = type(e).__name__
+    prompts = [load_tokenizer(model_path()).encode(t) for t in workload(seed)]
     runs = {}
     for policy in ("fcfs", "lpm"):
-        llm = new_llm(schedule_policy=policy, max_running_req=2,
+        # 每步最多 64 个提示 token：提示要分两三块算，分块算到一半的请求也在队列里
+        llm = new_llm(schedule_policy=policy, max_running_req=2, max_extend_tokens=CHUNK,
                       num_page_override=pool_pages([len(p) for p in prompts]))
         computed = []
         forward = llm.engine.forward_batch
@@ -81,7 +83,9 @@ def produce(seed: int) -> dict:
                 break
             for out in llm.step():
                 outputs[out.uid].append(out.next_token)
-        runs[policy] = {"prefill_tokens": sum(computed), "outputs": outputs, "still_runnable": llm.runnable}
+        runs[policy] = {"prefill_tokens": sum(computed), "outputs": outputs, "still_runnable": llm.runnable,
+                        "num_pages": llm.cache_manager.num_pages, "rows": llm.config.max_running_req,
+                        "chunk": llm.prefill_budget}
         llm.shutdown()
     return {"bad_policy": bad_policy, "runs": runs}
 
@@ -96,7 +100,11 @@ def judge(result: dict, seed: int) -> list[str]:
     prompts = [tok.encode(t) for t in workload(seed)]
     expected = [hf_greedy(p, MAX_TOKENS) for p in prompts]
     total = sum(len(p) for p in prompts)
+    pool = pool_pages([len(p) for p in prompts])
     for policy, run in result["runs"].items():
+        if (run["num_pages"], run["rows"], run["chunk"]) != (pool, 2, CHUNK):
+            raise Fail(f"{policy}：引擎的设置应当是 KV 池 {pool} 页、同时 2 个请求、每步 {CHUNK} 个 token，"
+                       f"实际是 {run['num_pages']} 页、{run['rows']} 个、{run['chunk']} 个")
         if run["still_runnable"]:
             raise Fail(f"{policy}：{100 * len(prompts)} 步之后还有请求没跑完（调度器在原地打转？）")
         for uid, want in enumerate(expected):

@@ -56,10 +56,13 @@ def produce(seed: int) -> dict:
         llm = new_llm(page_size=page_size, num_page_override=pool, optimistic_admission=True,
                       max_running_req=NUM_REQS)
         batches: list[tuple[bool, list[int]]] = []
+        prefills: list[tuple[int, list[int]]] = []  # 每次 prefill 的一行：(uid, 这一次的整段提示)
         forward = llm.engine.forward_batch
 
         def record(batch, args, forward=forward):
             batches.append((batch.is_prefill, [r.uid for r in batch.reqs]))
+            if batch.is_prefill:
+                prefills.extend((r.uid, r.input_ids[: r.device_len].tolist()) for r in batch.reqs)
             return forward(batch, args)
 
         llm.engine.forward_batch = record
@@ -76,8 +79,9 @@ def produce(seed: int) -> dict:
                 if out.finished:
                     finished[out.uid].append(len(outputs[out.uid]))
         llm.cache_manager.check_integrity()  # 页的账目对不上时抛 RuntimeError
-        runs.append({"page_size": page_size, "pool": pool, "prompts": prompts, "outputs": outputs,
-                     "finished": finished, "batches": batches, "still_runnable": llm.runnable})
+        runs.append({"page_size": page_size, "num_pages": llm.cache_manager.num_pages, "outputs": outputs,
+                     "finished": finished, "batches": batches, "prefills": prefills,
+                     "still_runnable": llm.runnable})
         llm.shutdown()
     return {"runs": runs}
 
@@ -94,6 +98,8 @@ def judge(result: dict, seed: int) -> list[str]:
         ps = run["page_size"]
         pool, bound = plan([len(p) for p in prompts], ps)
         head = f"页大小 {ps}（KV 池 {pool} 页，按最坏情况预留最多同时跑 {bound} 个）"
+        if run["num_pages"] != pool:
+            raise Fail(f"{head}：KV 池应当是 {pool} 页，你的引擎用了 {run['num_pages']} 页")
         if run["still_runnable"]:
             raise Fail(f"{head}：{50 * MAX_TOKENS} 步之后还有请求没跑完（调度器在原地打转？）")
         batches = run["batches"]
@@ -110,6 +116,21 @@ def judge(result: dict, seed: int) -> list[str]:
                 decoded |= set(uids)
         if not retracted:
             raise Fail(f"{head}：没有哪个请求 decode 过之后又回到 prefill：页不够时没有退回请求")
+        for uid, ids in run["prefills"]:
+            # 每次 prefill 的提示都得是“原来的提示 + 前 m 个生成的 token”（第一次 m = 0）
+            m = len(ids) - len(prompts[uid])
+            if m < 0 or ids != prompts[uid] + expected[uid][:m]:
+                raise Fail(f"{head}：请求 {uid} 的某次 prefill 的提示既不是原来的提示，"
+                           "也不是“原来的提示 + 前几个生成的 token”")
+        for uid in retracted:
+            again = [ids for u, ids in run["prefills"] if u == uid][1:]
+            if any(len(ids) == len(prompts[uid]) for ids in again):
+                raise Fail(f"{head}：请求 {uid} 被退回后从原来的提示重新算起：已经生成的 token 丢了"
+                           "（应当把“提示 + 已经生成的 token”当作新提示）")
+            rounds = sum(uid in uids for _, uids in batches)
+            if rounds > MAX_TOKENS + len(again):
+                raise Fail(f"{head}：请求 {uid} 进了 {rounds} 次前向，生成 {MAX_TOKENS} 个 token、退回 "
+                           f"{len(again)} 次最多要 {MAX_TOKENS + len(again)} 次：有 token 被算了又丢掉")
         for uid in range(NUM_REQS):
             got = run["outputs"][str(uid)]
             ends = run["finished"][str(uid)]
@@ -120,6 +141,8 @@ def judge(result: dict, seed: int) -> list[str]:
                 at = next(i for i, (a, b) in enumerate(zip(got, expected[uid])) if a != b)
                 raise Fail(f"{head}：请求 {uid}（提示 {texts[uid]!r}）第 {at} 个 token 和 HF 的贪心不同："
                            f"{tok.decode(got[:at + 1])!r} ≠ {tok.decode(expected[uid][:at + 1])!r}")
-        done.append(f"{head}：同时 decode 最多 {peak} 个；退回过的请求 {sorted(retracted)}；"
+        times = len(run["prefills"]) - NUM_REQS
+        done.append(f"{head}：同时 decode 最多 {peak} 个；请求 {sorted(retracted)} 共退回 {times} 次，"
+                    f"每次都带着已经生成的 token 重新排队；"
                     f"{NUM_REQS} 个请求各 {MAX_TOKENS} 个 token，全和 HF 的贪心相同；KV 页的账目对得上")
     return done
