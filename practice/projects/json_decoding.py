@@ -13,7 +13,6 @@ import re
 
 from common import Fail, Missing, hf, hf_logits, new_llm
 
-MAX_TOKENS = 96
 TIE = 1e-3  # 和 HF 的 logits 比：差不到这么多算并列（引擎与 HF 的浮点误差在 1e-5 量级）
 KEYS = [("name", "string"), ("city", "string"), ("title", "string"), ("country", "string"),
         ("age", "integer"), ("year", "integer"), ("score", "integer"),
@@ -24,6 +23,15 @@ PLAIN_PROMPT = "The three primary colors are"
 BAD_SCHEMAS = {"不是字典": "name",
                "类型拼错": {"type": "object", "properties": {"a": {"type": "strnig"}}},
                "maxLength 为负": {"type": "object", "properties": {"a": {"type": "string", "maxLength": -1}}}}
+
+
+def max_tokens(schema: dict) -> int:
+    """最长的合法文档有几个字符，再加 1 个 EOS：每个 token 至少一个字符，掩码对的话一定在这之内写完。"""
+    chars = 1  # {
+    for key, spec in schema["properties"].items():
+        chars += len(json.dumps(key)) + 2  # "键": 和后面的 , 或 }
+        chars += {"string": spec.get("maxLength", 64) + 2, "integer": 7, "boolean": 5}[spec["type"]]
+    return chars + 1
 
 
 def draw_cases(seed: int) -> list[tuple[str, dict]]:
@@ -55,6 +63,8 @@ def produce(seed: int) -> dict:
         try:
             SamplingParams(max_tokens=8, json_schema=schema)
             bad[name] = "收下了"
+        except ValueError:  # 子类（例如 json.JSONDecodeError）也算
+            bad[name] = "ValueError"
         except Exception as e:  # noqa: BLE001  判词要说清收到的是什么异常
             bad[name] = type(e).__name__
     llm = new_llm(max_running_req=8, num_page_override=4096)
@@ -68,7 +78,7 @@ def produce(seed: int) -> dict:
 
     llm.engine.forward_batch = record
     prompts = [p for p, _ in cases] + [PLAIN_PROMPT]
-    params = [SamplingParams(max_tokens=MAX_TOKENS, json_schema=s) for _, s in cases]
+    params = [SamplingParams(max_tokens=max_tokens(s), json_schema=s) for _, s in cases]
     params.append(SamplingParams(max_tokens=24))
     mixed = llm.generate(prompts, params)  # 带约束和不带约束的请求在同一批里
     alone = llm.generate([PLAIN_PROMPT], SamplingParams(max_tokens=24))
@@ -136,8 +146,9 @@ def judge(result: dict, seed: int) -> list[str]:
     for (prompt, schema), ids in zip(draw_cases(seed), result["outputs"]):
         text = tok.decode(ids)
         where = f"提示 {prompt!r}、schema {json.dumps(schema['properties'])}"
-        if len(ids) >= MAX_TOKENS:
-            raise Fail(f"{where}：生成到 max_tokens={MAX_TOKENS} 还没结束，输出 {text!r}")
+        if len(ids) >= max_tokens(schema):
+            raise Fail(f"{where}：生成到 max_tokens={max_tokens(schema)}（最长的合法文档的字符数 + 1）"
+                       f"还没结束，输出 {text!r}")
         if viable(text, schema) != "complete":
             raise Fail(f"{where}：输出不是合 schema 的紧凑 JSON：{text!r}")
         obj = json.loads(text)

@@ -14,7 +14,7 @@ from common import Fail, Missing, hf, hf_greedy, model_path, new_llm
 
 MAX_TOKENS = 6
 CHUNK = 64
-RATIO = 0.5
+RATIO = 0.6  # 先到先得约 1.0；不管同一批里重复前缀的 lpm 最坏约 0.45（两篇新文档各被算两遍）
 SENTENCES = ["The river that runs through the town floods almost every spring.",
              "Most of the houses near the bank were rebuilt on stone pillars.",
              "A wooden bridge was replaced by a steel one in 1931.", "The market opens at six every Saturday.",
@@ -57,6 +57,8 @@ def produce(seed: int) -> dict:
         bad_policy = "收下了"
     except Missing:
         raise
+    except ValueError:
+        bad_policy = "ValueError"
     except Exception as e:  # noqa: BLE001  判词要说清收到的是什么异常
         bad_policy = type(e).__name__
     prompts = [load_tokenizer(model_path()).encode(t) for t in workload(seed)]

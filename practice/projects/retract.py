@@ -116,21 +116,6 @@ def judge(result: dict, seed: int) -> list[str]:
                 decoded |= set(uids)
         if not retracted:
             raise Fail(f"{head}：没有哪个请求 decode 过之后又回到 prefill：页不够时没有退回请求")
-        for uid, ids in run["prefills"]:
-            # 每次 prefill 的提示都得是“原来的提示 + 前 m 个生成的 token”（第一次 m = 0）
-            m = len(ids) - len(prompts[uid])
-            if m < 0 or ids != prompts[uid] + expected[uid][:m]:
-                raise Fail(f"{head}：请求 {uid} 的某次 prefill 的提示既不是原来的提示，"
-                           "也不是“原来的提示 + 前几个生成的 token”")
-        for uid in retracted:
-            again = [ids for u, ids in run["prefills"] if u == uid][1:]
-            if any(len(ids) == len(prompts[uid]) for ids in again):
-                raise Fail(f"{head}：请求 {uid} 被退回后从原来的提示重新算起：已经生成的 token 丢了"
-                           "（应当把“提示 + 已经生成的 token”当作新提示）")
-            rounds = sum(uid in uids for _, uids in batches)
-            if rounds > MAX_TOKENS + len(again):
-                raise Fail(f"{head}：请求 {uid} 进了 {rounds} 次前向，生成 {MAX_TOKENS} 个 token、退回 "
-                           f"{len(again)} 次最多要 {MAX_TOKENS + len(again)} 次：有 token 被算了又丢掉")
         for uid in range(NUM_REQS):
             got = run["outputs"][str(uid)]
             ends = run["finished"][str(uid)]
@@ -141,6 +126,21 @@ def judge(result: dict, seed: int) -> list[str]:
                 at = next(i for i, (a, b) in enumerate(zip(got, expected[uid])) if a != b)
                 raise Fail(f"{head}：请求 {uid}（提示 {texts[uid]!r}）第 {at} 个 token 和 HF 的贪心不同："
                            f"{tok.decode(got[:at + 1])!r} ≠ {tok.decode(expected[uid][:at + 1])!r}")
+        for uid, ids in run["prefills"]:
+            # 每次 prefill 的提示都得是“原来的提示 + 前 m 个生成的 token”（第一次 m = 0）
+            m = len(ids) - len(prompts[uid])
+            if m < 0 or ids != prompts[uid] + run["outputs"][str(uid)][:m]:
+                raise Fail(f"{head}：请求 {uid} 的某次 prefill 的提示既不是原来的提示，"
+                           "也不是“原来的提示 + 它已经生成的前几个 token”")
+        for uid in range(NUM_REQS):
+            again = [ids for u, ids in run["prefills"] if u == uid][1:]
+            if any(len(ids) == len(prompts[uid]) for ids in again):
+                raise Fail(f"{head}：请求 {uid} 被退回后从原来的提示重新算起：已经生成的 token 丢了"
+                           "（应当把“提示 + 已经生成的 token”当作新提示）")
+            rounds = sum(uid in uids for _, uids in batches)
+            if rounds > MAX_TOKENS + len(again):
+                raise Fail(f"{head}：请求 {uid} 进了 {rounds} 次前向，生成 {MAX_TOKENS} 个 token、退回 "
+                           f"{len(again)} 次最多要 {MAX_TOKENS + len(again)} 次：有 token 被算了又丢掉")
         times = len(run["prefills"]) - NUM_REQS
         done.append(f"{head}：同时 decode 最多 {peak} 个；请求 {sorted(retracted)} 共退回 {times} 次，"
                     f"每次都带着已经生成的 token 重新排队；"
