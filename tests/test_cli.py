@@ -145,7 +145,8 @@ def test_every_book_tool_speaks_chinese_on_a_bad_command():
     tools = [[sys.executable, "-m", "minibook.models", "bogus"],
              [sys.executable, str(repo / "tools" / "steps.py"), "bogus"],
              [sys.executable, str(repo / "tools" / "notebook.py"), "--bogus"],
-             [sys.executable, str(repo / "practice" / "judge.py"), "bogus"]]
+             [sys.executable, str(repo / "practice" / "judge.py"), "bogus"],
+             [sys.executable, str(repo / "practice" / "projects" / "accept.py"), "bogus"]]
     for argv in tools:
         proc = subprocess.run(argv, capture_output=True, text=True, cwd=repo, timeout=120)
         assert proc.returncode == 2, (argv, proc.stderr)

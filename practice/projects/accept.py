@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import json
 import os
@@ -29,6 +28,12 @@ sys.path.insert(0, str(HERE))
 
 from common import Fail  # noqa: E402
 
+try:
+    from minibook import cli
+except ModuleNotFoundError:  # 还没装书的辅助包：说清楚怎么办，而不是一段 traceback
+    print("错误：找不到书的辅助包 minibook。在仓库根目录运行 pip install -e . 再试。", file=sys.stderr)
+    sys.exit(2)
+
 # 名字 → (模块, 一句话)。模块里有 produce(seed)（子进程里、用你的引擎）和 judge(result, seed)（这里）
 PROJECTS = {
     "json": ("json_decoding", "约束解码：每一步只允许合 JSON schema 的 token"),
@@ -39,15 +44,13 @@ DEFAULT_TIMEOUT = 900  # 秒；三个项目的参考实现在 2 核的机器上�
 
 
 def default_tree() -> Path:
-    try:
-        from minibook import chapters
-    except ModuleNotFoundError:
-        return REPO / "build" / "ch21"
+    from minibook import chapters
+
     return chapters.written_chapters()[-1].build_dir
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="大作业的验收（在 CPU 上跑）")
+    parser = cli.ArgumentParser(description="大作业的验收（在 CPU 上跑）")
     parser.add_argument("project", nargs="?", choices=sorted(PROJECTS), help="要验收的项目")
     parser.add_argument("--tree", type=Path, default=None, help="你的源码树（默认最后一章的 build/chNN）")
     parser.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT, help="子进程最多跑几秒")
@@ -104,4 +107,4 @@ def run_child(module_name: str, tree: Path, seed: int, timeout: int) -> dict:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    cli.run(main)
