@@ -113,7 +113,7 @@ def _fails(project: str, result: dict, words: str) -> None:
 
 
 def test_json_rejects_post_hoc_repair_and_a_too_strict_mask(reference_results):
-    from common import hf, hf_logits
+    from common import hf_logits, tokenizer
     from json_decoding import draw_cases
 
     ref = reference_results["json"]
@@ -121,7 +121,7 @@ def test_json_rejects_post_hoc_repair_and_a_too_strict_mask(reference_results):
     broken["outputs"][0] = broken["outputs"][0][:-1]  # 少了收尾的 }：不是完整的文档
     _fails("json", broken, "不是合 schema 的紧凑 JSON")
     # 掩码收得太紧：第一步换成一个也合文法、但 HF 的 logit 更小的 token（例如只允许单字符的 token）
-    _, tok = hf()
+    tok = tokenizer()
     prompt, schema = draw_cases(SEED)[0]
     row = hf_logits(tok.encode(prompt))[-1]
     first = ref["outputs"][0][0]

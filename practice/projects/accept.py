@@ -62,9 +62,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     tree = (args.tree or default_tree()).resolve()
     if not (tree / "minisgl" / "__init__.py").is_file():
-        print(f"错误：{tree} 里没有 minisgl 包。先搭一棵树：python tools/steps.py build 21，"
-              f"在 build/ch21 里动手，或用 --tree 指向你自己的树。", file=sys.stderr)
-        return 2
+        return cli.fail(f"{tree} 里没有 minisgl 包。先搭一棵树：python tools/steps.py build 21，"
+                        f"在 build/ch21 里动手，或用 --tree 指向你自己的树。")
     seed = int(os.environ.get("ACCEPT_SEED", random.randrange(10**6)))
     module_name, what = PROJECTS[args.project]
     module = importlib.import_module(module_name)

@@ -42,52 +42,70 @@ def new_llm(**config):
         raise Missing(f"LLM(...) 还不认识这次要用的参数（{e}）") from None
 
 
+def on_forward(llm, see) -> None:
+    """每次前向之前先调用 see(batch)：验收靠它记下交给模型的每一批。"""
+    forward = llm.engine.forward_batch
+
+    def recorded(batch, args):
+        see(batch)
+        return forward(batch, args)
+
+    llm.engine.forward_batch = recorded
+
+
+def run_ignore_eos(llm, prompts: list[list[int]], max_tokens: int, max_steps: int
+                   ) -> tuple[dict[int, list[int]], dict[int, list[int]], bool]:
+    """uid 0, 1, … 依次交给调度器，一步步跑（最多 max_steps 步：原地打转时也会停下来）。
+
+    返回每个 uid 的输出、结束标记出现在第几个 token 之后、跑完之后是否还有事要做。
+    """
+    import torch
+
+    from minisgl.core import SamplingParams
+
+    for uid, ids in enumerate(prompts):
+        llm.add_req(uid, torch.tensor(ids, dtype=torch.int32),
+                    SamplingParams(max_tokens=max_tokens, ignore_eos=True))
+    outputs: dict[int, list[int]] = {uid: [] for uid in range(len(prompts))}
+    finished: dict[int, list[int]] = {uid: [] for uid in range(len(prompts))}
+    for _ in range(max_steps):
+        if not llm.runnable:
+            break
+        for out in llm.step():
+            outputs[out.uid].append(out.next_token)
+            if out.finished:
+                finished[out.uid].append(len(outputs[out.uid]))
+    return outputs, finished, llm.runnable
+
+
 # ---------------------------------------------------------------- 评判一侧（不碰你的 minisgl）
+# 参照用书的辅助包里的 minibook.hf（float32、贪心到 EOS 也不停），这里只按模型路径、按提示记住结果
 
 @lru_cache(maxsize=1)
-def hf():
-    """Hugging Face 的模型和分词器（float32，CPU）：参照答案都从这里算。"""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+def tokenizer():
+    from minibook.hf import quiet_transformers
+    from transformers import AutoTokenizer
 
-    from transformers.utils import logging
-
-    logging.disable_progress_bar()
-    path = model_path()
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
-    model.generation_config.eos_token_id = None  # generate 会拿它补上没给的设置：参照的贪心到 EOS 也不停
-    return model, AutoTokenizer.from_pretrained(path)
+    with quiet_transformers():
+        return AutoTokenizer.from_pretrained(model_path())
 
 
 def hf_logits(ids: list[int]):
     """一段 token 每个位置的下一个 token 的 logits（float32 [len, vocab]）。"""
-    import torch
+    from minibook import hf
 
-    model, _ = hf()
-    with torch.inference_mode():
-        return model(torch.tensor([ids])).logits[0].float()
+    return hf.hf_logits(model_path(), ids)
 
 
 @lru_cache(maxsize=None)
 def _greedy(prompt: tuple[int, ...], max_tokens: int) -> tuple[int, ...]:
-    import torch
-    from transformers import GenerationConfig
+    from minibook import hf
 
-    model, _ = hf()
-    # 一份干净的生成配置：不带模型自带的 EOS（到 EOS 不停）、也不带任何 logits 处理
-    config = GenerationConfig(max_new_tokens=max_tokens, do_sample=False, eos_token_id=None, pad_token_id=0)
-    with torch.inference_mode():
-        out = model.generate(torch.tensor([prompt]), generation_config=config)
-    tokens = tuple(out[0, len(prompt):].tolist())
-    assert len(tokens) == max_tokens, "HF 在 EOS 处停下了：参照要的是不停的贪心"
-    return tokens
+    return tuple(hf.hf_greedy(model_path(), list(prompt), max_tokens))
 
 
 def hf_greedy(prompt: list[int], max_tokens: int) -> list[int]:
-    """Hugging Face 逐个 token 的贪心：每步取 argmax，到了 EOS 也照常接着生成（配合 ignore_eos）。
-
-    不用 min_new_tokens：它在够数之前把 EOS 的 logit 压成 -inf，选出的就不再是 argmax。
-    """
+    """HF 的贪心，正好 max_tokens 个（配合 ignore_eos）；同一个提示只算一次。"""
     return list(_greedy(tuple(prompt), max_tokens))
 
 
@@ -101,7 +119,9 @@ def _child(module_name: str, seed: int, out: Path) -> int:
     except common.Missing as e:
         print(f"缺接口：{e}", file=sys.stderr)
         return 3
-    _os_write(fd, _dumps(result).encode())
+    data = _dumps(result).encode()
+    while data:  # os.write 可能只写了一部分
+        data = data[_os_write(fd, data):]
     os.close(fd)
     return 0
 

@@ -11,7 +11,7 @@ import json
 import random
 import re
 
-from common import Fail, Missing, hf, hf_logits, new_llm
+from common import Fail, Missing, hf_logits, new_llm, on_forward, tokenizer
 
 TIE = 1e-3  # 和 HF 的 logits 比：差不到这么多算并列（引擎与 HF 的浮点误差在 1e-5 量级）
 KEYS = [("name", "string"), ("city", "string"), ("title", "string"), ("country", "string"),
@@ -68,15 +68,8 @@ def produce(seed: int) -> dict:
         except Exception as e:  # noqa: BLE001  判词要说清收到的是什么异常
             bad[name] = type(e).__name__
     llm = new_llm(max_running_req=8, num_page_override=4096)
-    batches: list[list[int]] = []
-    forward = llm.engine.forward_batch
-
-    def record(batch, args):
-        if not batch.is_prefill:
-            batches.append([r.uid for r in batch.reqs])
-        return forward(batch, args)
-
-    llm.engine.forward_batch = record
+    batches: list[list[int]] = []  # 每个 decode 批里的 uid
+    on_forward(llm, lambda batch: None if batch.is_prefill else batches.append([r.uid for r in batch.reqs]))
     prompts = [p for p, _ in cases] + [PLAIN_PROMPT]
     params = [SamplingParams(max_tokens=max_tokens(s), json_schema=s) for _, s in cases]
     params.append(SamplingParams(max_tokens=24))
@@ -135,7 +128,7 @@ def viable(text: str, schema: dict) -> str:
 def judge(result: dict, seed: int) -> list[str]:
     import torch
 
-    _, tok = hf()
+    tok = tokenizer()
     done = []
     for name, got in result["bad"].items():
         if got != "ValueError":

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 
-from common import Fail, Missing, hf, hf_greedy, model_path, new_llm
+from common import Fail, Missing, hf_greedy, model_path, new_llm, on_forward, run_ignore_eos, tokenizer
 
 MAX_TOKENS = 6
 CHUNK = 64
@@ -46,9 +46,6 @@ def pool_pages(prompt_lens: list[int]) -> int:
 # ---------------------------------------------------------------- 子进程里：用你的引擎
 
 def produce(seed: int) -> dict:
-    import torch
-
-    from minisgl.core import SamplingParams
     from minisgl.utils.hf import load_tokenizer
 
     try:
@@ -67,25 +64,11 @@ def produce(seed: int) -> dict:
         # 每步最多 64 个提示 token：提示要分两三块算，分块算到一半的请求也在队列里
         llm = new_llm(schedule_policy=policy, max_running_req=2, max_extend_tokens=CHUNK,
                       num_page_override=pool_pages([len(p) for p in prompts]))
-        computed = []
-        forward = llm.engine.forward_batch
-
-        def record(batch, args, forward=forward, computed=computed):
-            if batch.is_prefill:
-                computed.append(sum(r.extend_len for r in batch.reqs))
-            return forward(batch, args)
-
-        llm.engine.forward_batch = record
-        for uid, ids in enumerate(prompts):
-            llm.add_req(uid, torch.tensor(ids, dtype=torch.int32),
-                        SamplingParams(max_tokens=MAX_TOKENS, ignore_eos=True))
-        outputs: dict[int, list[int]] = {uid: [] for uid in range(len(prompts))}
-        for _ in range(100 * len(prompts)):  # 有上限：调度器原地打转时也会停下来
-            if not llm.runnable:
-                break
-            for out in llm.step():
-                outputs[out.uid].append(out.next_token)
-        runs[policy] = {"prefill_tokens": sum(computed), "outputs": outputs, "still_runnable": llm.runnable,
+        computed: list[int] = []
+        on_forward(llm, lambda batch, computed=computed: computed.append(
+            sum(r.extend_len for r in batch.reqs)) if batch.is_prefill else None)
+        outputs, _, still = run_ignore_eos(llm, prompts, MAX_TOKENS, 100 * len(prompts))
+        runs[policy] = {"prefill_tokens": sum(computed), "outputs": outputs, "still_runnable": still,
                         "num_pages": llm.cache_manager.num_pages, "rows": llm.config.max_running_req,
                         "chunk": llm.prefill_budget}
         llm.shutdown()
@@ -95,7 +78,7 @@ def produce(seed: int) -> dict:
 # ---------------------------------------------------------------- 这里：判
 
 def judge(result: dict, seed: int) -> list[str]:
-    _, tok = hf()
+    tok = tokenizer()
     if result["bad_policy"] != "ValueError":
         raise Fail(f'schedule_policy="lmp"（拼错的名字）应当抛 ValueError，实际：{result["bad_policy"]}')
     done = ['schedule_policy="lmp" 被 ValueError 拦下']

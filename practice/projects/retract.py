@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 
-from common import Fail, hf, hf_greedy, model_path, new_llm
+from common import Fail, hf_greedy, model_path, new_llm, on_forward, run_ignore_eos, tokenizer
 
 MAX_TOKENS = 48
 NUM_REQS = 8
@@ -42,10 +42,6 @@ def plan(prompt_lens: list[int], page_size: int) -> tuple[int, int]:
 # ---------------------------------------------------------------- 子进程里：用你的引擎
 
 def produce(seed: int) -> dict:
-    import torch
-
-    from minisgl.core import SamplingParams
-
     from minisgl.utils.hf import load_tokenizer
 
     texts = random.Random(seed).sample(STARTS, NUM_REQS)
@@ -57,31 +53,18 @@ def produce(seed: int) -> dict:
                       max_running_req=NUM_REQS)
         batches: list[tuple[bool, list[int]]] = []
         prefills: list[tuple[int, list[int]]] = []  # 每次 prefill 的一行：(uid, 这一次的整段提示)
-        forward = llm.engine.forward_batch
 
-        def record(batch, args, forward=forward):
+        def see(batch, batches=batches, prefills=prefills):
             batches.append((batch.is_prefill, [r.uid for r in batch.reqs]))
             if batch.is_prefill:
                 prefills.extend((r.uid, r.input_ids[: r.device_len].tolist()) for r in batch.reqs)
-            return forward(batch, args)
 
-        llm.engine.forward_batch = record
-        for uid, ids in enumerate(prompts):
-            llm.add_req(uid, torch.tensor(ids, dtype=torch.int32),
-                        SamplingParams(max_tokens=MAX_TOKENS, ignore_eos=True))
-        outputs: dict[int, list[int]] = {uid: [] for uid in range(NUM_REQS)}
-        finished: dict[int, list[int]] = {uid: [] for uid in range(NUM_REQS)}
-        for _ in range(50 * MAX_TOKENS):  # 有上限：调度器原地打转时也会停下来
-            if not llm.runnable:
-                break
-            for out in llm.step():
-                outputs[out.uid].append(out.next_token)
-                if out.finished:
-                    finished[out.uid].append(len(outputs[out.uid]))
+        on_forward(llm, see)
+        outputs, finished, still = run_ignore_eos(llm, prompts, MAX_TOKENS, 50 * MAX_TOKENS)
         llm.cache_manager.check_integrity()  # 页的账目对不上时抛 RuntimeError
         runs.append({"page_size": page_size, "num_pages": llm.cache_manager.num_pages, "outputs": outputs,
                      "finished": finished, "batches": batches, "prefills": prefills,
-                     "still_runnable": llm.runnable})
+                     "still_runnable": still})
         llm.shutdown()
     return {"runs": runs}
 
@@ -89,7 +72,7 @@ def produce(seed: int) -> dict:
 # ---------------------------------------------------------------- 这里：判
 
 def judge(result: dict, seed: int) -> list[str]:
-    _, tok = hf()
+    tok = tokenizer()
     texts = random.Random(seed).sample(STARTS, NUM_REQS)
     prompts = [tok.encode(t) for t in texts]
     expected = [hf_greedy(p, MAX_TOKENS) for p in prompts]
