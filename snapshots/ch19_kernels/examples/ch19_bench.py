@@ -26,6 +26,9 @@ from minibook.models import smollm2
 PROMPT = "Write a short story about a robot who learns to paint. Once upon a time,"
 NEW_TOKENS = 64
 ROUNDS = 3
+# llama.cpp 一次喂几个 token。写本章的一台机器（带 AVX-512 的 Xeon）上，llama-cpp-python 0.3.36 的 Q4_1
+# 一次喂多于一个 token 就段错误；这里只量 decode（本来就一次一个 token），困惑度逐个喂也是同样的 logits
+LLAMACPP_BATCH = 1
 # 我们的参赛者：名字 → LLM 的设置。第一个是上一章的默认（torch 的 F.linear）
 OURS = {
     "minisgl torch 算子": dict(cpu_kernels="torch"),
@@ -111,8 +114,8 @@ def measure(threads: int) -> dict:
         from llama_cpp import Llama
 
         for kind, gguf in llamacpp.gguf_paths().items():
-            peers[f"llama.cpp {kind}"] = Llama(model_path=str(gguf), n_ctx=512, n_threads=threads,
-                                               n_threads_batch=threads, verbose=False)
+            peers[f"llama.cpp {kind}"] = Llama(model_path=str(gguf), n_ctx=512, n_batch=LLAMACPP_BATCH,
+                                               n_threads=threads, n_threads_batch=threads, verbose=False)
     rates: dict[str, list[float]] = {}
     tokens: dict[str, list[int]] = {}
     for _ in range(ROUNDS):
@@ -169,7 +172,8 @@ def perplexities() -> dict[str, float]:
         from llama_cpp import Llama
 
         for kind, gguf in llamacpp.gguf_paths().items():
-            model = Llama(model_path=str(gguf), n_ctx=512, logits_all=True, verbose=False)
+            model = Llama(model_path=str(gguf), n_ctx=512, n_batch=LLAMACPP_BATCH, logits_all=True,
+                          verbose=False)
             model.eval(ids)
             logits = torch.from_numpy(np.asarray(model.scores[: len(ids) - 1], dtype=np.float32))
             result[f"llama.cpp {kind}"] = torch.nn.functional.cross_entropy(logits, torch.tensor(ids[1:])).exp().item()

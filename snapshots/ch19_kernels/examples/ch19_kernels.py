@@ -133,8 +133,42 @@ def section_small_ops() -> None:
     print("  一步 decode：RMSNorm 61 次（每层两次，最后一次），store_kv 30 次")
 
 
+def section_paged_attention() -> None:
+    """第 17 章的分页注意力，本章重写了内层循环：一层要读的 K、V 有多少字节，多快读完。"""
+    from ch11_benchmark import read_bandwidth
+
+    load_kernels()
+    ops, hq, hkv, d = torch.ops.minisgl, 9, 3, 64  # SmolLM2 的头
+    print(f"\n四、分页注意力的一层 decode（9 个 q 头、3 个 KV 头、head_dim 64，槽位打散；"
+          f"{torch.get_num_threads()} 个线程，7 次取中位数）")
+    print(f"  这台机器读内存 {read_bandwidth() / 1e9:.1f} GB/s（对 512 MiB 的张量求和，同样的线程数）")
+    for batch, context in ((1, 1024), (16, 256), (32, 1024)):
+        gen = torch.Generator().manual_seed(batch)
+        slots = batch * context
+        k_cache, v_cache = torch.randn(slots, hkv, d, generator=gen), torch.randn(slots, hkv, d, generator=gen)
+        # 池子用久了，一个请求的槽位就是散的：页表里放一个随机排列
+        table = torch.randperm(slots, generator=gen).to(torch.int32).view(batch, context)
+        rows, indptr = torch.arange(batch, dtype=torch.int32), torch.arange(batch + 1, dtype=torch.int32)
+        lens = torch.full((batch,), context, dtype=torch.int32)
+        q = torch.randn(batch, hq, d, generator=gen)
+
+        def paged():
+            return ops.paged_attention(q, k_cache, v_cache, table, rows, indptr, lens, d ** -0.5)
+
+        def copied():  # 参考后端的做法：按页表把 K、V 拷成连续的一块，再交给 SDPA
+            k, v = k_cache[table.long()].transpose(1, 2), v_cache[table.long()].transpose(1, 2)
+            return F.scaled_dot_product_attention(q.unsqueeze(2), k, v, enable_gqa=True).squeeze(2)
+
+        diff = (paged() - copied()).abs().max().item()
+        t_paged, t_copied = timed(paged), timed(copied)
+        kv_bytes = 2 * slots * hkv * d * 4
+        print(f"  批 {batch:>2}、上下文 {context:>4}：K、V 共 {kv_bytes / 1e6:5.1f} MB  paged {t_paged * 1e3:6.3f} ms"
+              f"（{kv_bytes / t_paged / 1e9:4.1f} GB/s）  拷出来再 SDPA {t_copied * 1e3:6.3f} ms  "
+              f"快 {t_copied / t_paged:4.1f} 倍  最大差 {diff:.1e}")
+
+
 def section_error(weights: dict[str, torch.Tensor]) -> None:
-    print("\n四、量化误差：‖解回来的权重 - 原权重‖ / ‖原权重‖，LM head 以外的线性层合在一起")
+    print("\n五、量化误差：‖解回来的权重 - 原权重‖ / ‖原权重‖，LM head 以外的线性层合在一起")
     from safetensors import safe_open
 
     with safe_open(tiny_qwen3() / "model.safetensors", "pt") as f:
@@ -156,7 +190,7 @@ def section_error(weights: dict[str, torch.Tensor]) -> None:
 
 
 def section_engine() -> None:
-    print("\n五、整个引擎：贪心生成 16 个 token，和 HF 比")
+    print("\n六、整个引擎：贪心生成 16 个 token，和 HF 比")
     for label, path in (("SmolLM2", smollm2()), ("tiny Qwen3", tiny_qwen3())):
         prompts = [encode(path, t) for t in PROMPTS]
         plain = [hf_greedy(path, p, 16) for p in prompts]
@@ -178,6 +212,7 @@ def main() -> None:
     weights = smollm2_linear_weights()
     section_bandwidth(weights)
     section_small_ops()
+    section_paged_attention()
     section_error(weights)
     section_engine()
     print(f"\n（机器的 1 分钟平均负载 {os.getloadavg()[0]:.1f}）")

@@ -6,6 +6,7 @@
   q/k/v 合并都不改变量化结果；书里内置的 SmolLM2 权重本来就在 Q4_1 的格点上，int4 一点不丢；
 - 整个引擎：C++ GEMV 的贪心结果与 HF 逐 token 相同；量化后在真实的生成里逐层查：每一层交出的 y 都等于
   "取整的 x 乘取整的 W"（只量化权重的实现过不了），结果和原始 HF 不同；编译后与不编译的 token 相同、不重编；
+- 第 17 章的分页注意力（本章重写了内层循环）在长而打散的上下文、几种 head_dim 上等于 SDPA；
 - 量化后线性层不再留着 float32 权重；设置、命令行的坏值是中文错误；auto 在编不出 C++ 时退回 torch。
 """
 
@@ -237,6 +238,40 @@ def test_the_norm_reads_a_head_slice_of_qkv():
 def test_bad_norm_inputs_are_chinese_errors(call, message):
     with pytest.raises(RuntimeError, match=message):
         call()
+
+
+# ---------------------------------------------------------------- 分页注意力（第 17 章的算子，本章重写了内层循环）
+@pytest.mark.parametrize("dtype,atol", [(torch.float32, 2e-6), (torch.bfloat16, 2e-2)], ids=["fp32", "bf16"])
+def test_rewritten_paged_attention_equals_sdpa_on_long_scattered_contexts(dtype, atol):
+    """head_dim 64、128 走编译期展开的循环，其他宽度走运行时的 d；上下文比预取的距离长得多，槽位打散。"""
+    import torch.nn.functional as F
+
+    rng = random.Random(19)
+    for d in (64, 128, 80, 8):
+        hkv = rng.choice([1, 3, 8])
+        hq = hkv * rng.choice([1, 2, 3])
+        lens = [rng.randint(1, 1500) for _ in range(rng.randint(1, 4))]
+        gen = torch.Generator().manual_seed(rng.randrange(2**31))
+        slots = sum(lens) + 7
+        k_cache = torch.randn(slots, hkv, d, generator=gen).to(dtype)
+        v_cache = torch.randn(slots, hkv, d, generator=gen).to(dtype)
+        perm = torch.randperm(slots, generator=gen).to(torch.int32)
+        table = torch.zeros(len(lens), max(lens), dtype=torch.int32)
+        start = 0
+        for b, n in enumerate(lens):
+            table[b, :n] = perm[start: start + n]
+            start += n
+        q = torch.randn(len(lens), hq, d, generator=gen).to(dtype)  # decode：每个请求 1 个 query
+        i32 = dict(dtype=torch.int32)
+        got = torch.ops.minisgl.paged_attention(q, k_cache, v_cache, table, torch.arange(len(lens), **i32),
+                                                torch.arange(len(lens) + 1, **i32), torch.tensor(lens, **i32),
+                                                d ** -0.5)
+        for b, n in enumerate(lens):
+            idx = table[b, :n].long()
+            want = F.scaled_dot_product_attention(
+                q[b].float()[:, None], k_cache[idx].float().transpose(0, 1), v_cache[idx].float().transpose(0, 1),
+                enable_gqa=True)[:, 0]
+            assert (got[b].float() - want).abs().max().item() < atol, (d, n)
 
 
 # ---------------------------------------------------------------- 量化
