@@ -14,7 +14,7 @@
 # %% [markdown]
 # # 第 19 章 自定义算子
 #
-# 第 18 章把 decode 编译之后只快了不到一成：批大小 1 时一步的大半时间花在 121 个线性层上，编译动不了它们。它们对每个权重只做一次乘加，时间全花在把权重从内存读进来，而 torch 的 `F.linear` 在这种形状下常常用不满内存带宽（能用到几成随机器、随进程变，本章量给你看）。于是我们自己写一个 C++ 算子（[GEMV](../glossary.md#gemv)），每个权重只读一遍、按带宽的速度读；再按组量化成 int8、int4，让要读的字节变少；调用最多的 RMSNorm 和写 KV 池也各写成一个 C++ 算子。本章也讲清第 17 章起就在用的那套机制：C++ 源码怎么编译、缓存、用 [TORCH_LIBRARY](../glossary.md#torch-library) 登记成 `torch.ops.minisgl.*`，假实现为什么能让 `torch.compile` 把它留在图里。本章的运行、测试证明：用 C++ 算子的引擎与 Hugging Face 逐 token 相同；量化后的引擎在真实的生成里，每一层算的都正是“取整的 x 乘取整的 W”。
+# 第 18 章把 decode 编译之后只快了不到一成：批大小 1 时一步的大半时间花在 121 个线性层上，编译动不了它们。它们对每个权重只做一次乘加，时间全花在把权重从内存读进来，而 torch 的 `F.linear` 在这种形状下常常用不满内存带宽（随机器而变）。于是我们自己写一个 C++ 算子（[GEMV](../glossary.md#gemv)），每个权重只读一遍、按带宽的速度读；再按组量化成 int8、int4，让要读的字节变少；调用最多的 RMSNorm 和写 KV 池也各写成一个 C++ 算子。本章也讲清第 17 章起就在用的那套机制：C++ 源码怎么编译、缓存、用 [TORCH_LIBRARY](../glossary.md#torch-library) 登记成 `torch.ops.minisgl.*`，假实现为什么能让 `torch.compile` 把它留在图里。本章的运行、测试证明：用 C++ 算子的引擎与 Hugging Face 逐 token 相同；量化后的引擎在真实的生成里，每一层算的都正是“取整的 x 乘取整的 W”。
 
 # %% tags=["remove-cell"]
 from textwrap import indent
@@ -52,7 +52,7 @@ def in_fold(md) -> Markdown:
 # %% [markdown]
 # ## 本章要回顾的文件
 #
-# 第 2 章的线性层（`layers/linear.py`）、第 17 章的 `kernel/__init__.py` 和 `csrc/paged_attention.cpp`（当时提前引入，本章讲）、第 18 章的 `minisgl::store_kv`。本章新建三个 C++ 文件（线性层、RMSNorm、写 KV 池）、`layers/quant.py`（量化）和 `layers/hugepages.py`（大页）；线性层、LM head、RMSNorm 能换用 C++ 算子，`kernel/__init__.py` 加假实现，Engine 和启动器加 `--cpu-kernels`、`--quantization`。第 17 章的 `paged_attention.cpp` 重写了内层循环；第 11 章的基准 `examples/ch11_benchmark.py` 多一个 `--cuda-graph-max-bs`，本章末尾用它把阶段二的基准三样都开着再跑一遍。
+# 第 2 章的线性层（`layers/linear.py`）、第 17 章的 `kernel/__init__.py` 和 `csrc/paged_attention.cpp`（当时提前引入，本章讲）、第 18 章的 `minisgl::store_kv`。本章新建三个 C++ 文件（线性层、RMSNorm、写 KV 池）、`layers/quant.py`（量化）和 `layers/hugepages.py`（大页）；线性层、LM head、RMSNorm 能换用 C++ 算子，`kernel/__init__.py` 加假实现，Engine 和启动器加 `--cpu-kernels`、`--quantization`。`paged_attention.cpp` 重写了内层循环，第 11 章的基准多一个 `--cuda-graph-max-bs`。
 
 # %% tags=["remove-input"]
 header()
@@ -63,7 +63,7 @@ tree()
 # %% [markdown]
 # ## 这一步的 main
 #
-# 本章的 main 是 `examples/ch19_kernels.py`：列出登记过的算子和它们的签名；量一步 decode 的 121 个线性层用五种方式各要多久；RMSNorm 和写 KV 池的 C++ 版本比 torch 写法快多少；分页注意力一层读 K、V 有多快；量化误差；最后用 C++ GEMV、int8、int4 跑 SmolLM2 和 tiny Qwen3，和 HF 比。CPU 上 float32 时默认就用本书的 C++ 算子（`cpu_kernels="auto"`，`"torch"` 关掉）；量化用 `quantization` / `--quantization` 打开：
+# 本章的 main 是 `examples/ch19_kernels.py`：列出登记过的算子和它们的签名；量一步 decode 的 121 个线性层用五种方式各要多久；RMSNorm 和写 KV 池的 C++ 版本比 torch 写法快多少；分页注意力多快；量化误差；最后用 C++ GEMV、int8、int4 跑 SmolLM2 和 tiny Qwen3，和 HF 比。CPU 上 float32 时默认就用本书的 C++ 算子（`cpu_kernels="auto"`，`"torch"` 关掉）；量化用 `quantization` / `--quantization` 打开：
 #
 # ```bash
 # python tools/steps.py run 19 -- python examples/ch19_kernels.py
@@ -88,9 +88,12 @@ section_bandwidth(weights)
 print(f"（机器的 1 分钟平均负载 {os.getloadavg()[0]:.1f}）")
 
 # %% [markdown]
-# 这一次（notebook 的进程里，两个线程）`F.linear` 每秒只读 9 GB 多，我们的 C++ 算子读 17 GB，放进大页到 20 GB，快 2.2 倍；int8、int4 要读的字节只有 float32 的 28%、21%，时间缩到 10.2、7.8 ms。
+# 这一次 `F.linear` 每秒只读 9 GB 多，我们的 C++ 算子读 17 GB，放进大页到 20 GB，快 2.2 倍；int8、int4 要读的字节只有 float32 的 28%、21%，时间缩到 10.2、7.8 ms。
 #
-# `F.linear` 这一行很不稳。同一次执行里，后面“运行”一节的 main 在一个新进程里量同一件事，`F.linear` 读到了 24 GB/s，和 C++ 的大页版打平，C++ 不放大页反而慢（0.77 倍）；写本章初稿的那台机器上，`F.linear` 一直只读 11 GB/s 左右。MKL 给批大小 1 的乘法挑哪条路、权重碰巧落在什么样的页上，都随机器和进程变；C++ 的大页版每次都在这台机器读内存的带宽附近（“运行”一节的 main 里两者都是 24 GB/s）。所以本章不说“GEMV 比 F.linear 快几倍”，只说：每个权重只读一遍、放进大页，就稳稳地贴着带宽读。
+# ??? note "深入：`F.linear` 这一行为什么不稳"
+#
+#     同一次执行里，后面“运行”一节的 main 在一个新进程里量同一件事，`F.linear` 读到了 24 GB/s，和 C++ 的大页版打平，C++ 不放大页反而慢（0.77 倍）；写本章初稿的那台机器上，`F.linear` 一直只读 11 GB/s 左右。MKL 给批大小 1 的乘法挑哪条路、权重碰巧落在什么样的页上，都随机器和进程变；C++ 的大页版每次都在这台机器读内存的带宽附近（“运行”一节的 main 里两者都是 24 GB/s）。所以本章不说“GEMV 比 F.linear 快几倍”，只说：每个权重只读一遍、放进大页，就稳稳地贴着带宽读。
+
 #
 # ## 一个 C++ 算子怎么进 torch
 #
@@ -206,9 +209,9 @@ listing("minisgl/kernel/csrc/rms_norm.cpp", "norm_row")
 listing("minisgl/kernel/csrc/rms_norm.cpp", "add_rms_norm")
 
 # %% [markdown]
-# 层这边只多一个开关：Engine 选了 `cpp` 就调 `use_cpp_norms`，把模型里每个 `RMSNorm`（连同 Qwen3 每个头上的 `q_norm`、`k_norm`）的 `_cpp` 打开。
+# ??? note "深入：层这边的开关，`RMSNormFused` 怎么在 C++ 和 torch 之间选"
 #
-# ??? note "深入：`RMSNormFused` 怎么在 C++ 和 torch 之间选"
+#     层这边只多一个开关：Engine 选了 `cpp` 就调 `use_cpp_norms`，把模型里每个 `RMSNorm`（连同 Qwen3 每个头上的 `q_norm`、`k_norm`）的 `_cpp` 打开。
 
 # %% tags=["remove-input", "fold"]
 listing("minisgl/layers/norm.py", "RMSNormFused")
@@ -223,7 +226,7 @@ from ch19_kernels import section_small_ops
 section_small_ops()
 
 # %% [markdown]
-# 批大小 1 时，一次残差相加 + RMSNorm 从 19.1 µs 降到 2.9 µs，一步 61 次省下约 1 ms；`store_kv` 一次从 8.7 µs 降到 4.1 µs，一步 30 次省约 0.14 ms。合起来约是两个线程时一步 decode（约 27 ms，见后面的比较）的 4%。和 torch 写法差 1e-6 上下（求和顺序不同），贪心结果照样与 HF 相同。
+# 批大小 1 时，一次残差相加 + RMSNorm 从 19.1 µs 降到 2.9 µs，一步 61 次省下约 1 ms；`store_kv` 从 8.7 µs 降到 4.1 µs，一步省约 0.14 ms。合起来约是两个线程时一步 decode（约 27 ms）的 4%。和 torch 写法差 1e-6 上下，贪心结果照样与 HF 相同。
 #
 # ??? note "深入：小算子为什么不和带宽比"
 #
@@ -235,28 +238,32 @@ section_small_ops()
 #
 # ## 分页注意力：把 K、V 读得更快
 #
-# 批一大、上下文一长，decode 的第二大头是注意力：每一步每一层都要把这一批的 K、V 从池子里读一遍，批 16、上下文 256 时一层 9.4 MB，三十层就是 280 MB，比权重的一半还多。第 17 章的 `paged_attention` 隔着页表直接读池子，省掉了拷贝，但读得并不快，慢在三处：
+# 批大时 decode 的第二大头是注意力。第 17 章的 `paged_attention` 省掉了拷贝，但读得不快；本章改了三处：head_dim 作为模板参数，点积和累加展开成固定的向量指令；按页表提前 8 个 key [预取](../glossary.md#prefetch)；草稿纸每次调用只分配一次。
 #
-# - **head_dim 是运行时的数。** 每个点积是一个长度未知的循环，编译器只能生成带余数处理的通用向量循环，每次还要算循环的边界。
-# - **槽位是散的。** 池子用久了，一个请求的 key 在池子里东一个西一个；硬件预取器按地址的规律猜下一行，猜不中，每个 key 都要等一次内存。
-# - **草稿纸一次次地分配。** 每个（token, KV 头）都新分配一遍分数和累加器。
+# ??? note "深入：第 17 章的版本慢在哪里"
 #
-# 本章的版本对着这三处改：head_dim 作为模板参数，64、128 各编一份（其余宽度走运行时的那份），点积和累加都展开成固定的几条向量指令；按页表提前 8 个 key 发出[预取](../glossary.md#prefetch)；草稿纸每个线程每次调用只分配一次，按这一批最长的请求定大小：
+#     - **head_dim 是运行时的数。** 每个点积是一个长度未知的循环，编译器只能生成带余数处理的通用向量循环，每次还要算循环的边界。
+#     - **槽位是散的。** 池子用久了，一个请求的 key 在池子里东一个西一个；硬件预取器按地址的规律猜下一行，猜不中，每个 key 都要等一次内存。批 16、上下文 256 时一层要读 6.3 MB 的 K、V，三十层近 190 MB，和权重的三分之一一样多。
+#     - **草稿纸一次次地分配。** 每个（token, KV 头）都新分配一遍分数和累加器。
+#
+# ??? note "源码：重写后的 `attend_one`"
 
-# %% tags=["remove-input"]
+# %% tags=["remove-input", "fold"]
 listing("minisgl/kernel/csrc/paged_attention.cpp", "attend_one")
 
 # %% [markdown]
-# 一层 decode 的注意力，槽位打散，和参考后端的做法（按页表把 K、V 拷成连续的一块，再交给 SDPA）比，同时给出读 K、V 的速度和这台机器读内存的带宽：
+# 一层的测量，和参考后端（拷出来再 SDPA）比：
+#
+# ??? example "测量"
 
-# %%
+# %% tags=["fold"]
 # NBVAL_IGNORE_OUTPUT
 from ch19_kernels import section_paged_attention
 
 section_paged_attention()
 
 # %% [markdown]
-# 三种形状下 paged 都读到 18 GB/s 上下，是这台机器读内存（25.6 GB/s）的七成；按页表拷出来再 SDPA 的做法慢 4–5 倍，它先把 K、V 写一遍再读一遍，还多分配两块内存。两种算法的结果差在 3e-7 以内（求和顺序不同）。
+# paged 读到 18 GB/s 上下，是读内存带宽（25.6 GB/s）的七成，比拷出来再 SDPA 快 4–5 倍。
 #
 # ??? note "深入：和第 17 章的版本比"
 #
@@ -296,9 +303,9 @@ listing("minisgl/layers/quant.py", "resolve_cpu_kernels")
 listing("minisgl/layers/quant.py", "prepare_linear_layers")
 
 # %% [markdown]
-# 先全部检查、再动手，不会量化到一半才发现某一层宽度不对。LM head 在两种量化下都用 int8：logits 对误差最敏感，llama.cpp 的 Q4_1 文件也不把输出层压到 4 位。
+# ??? note "深入：先查后改，LM head 用 int8，量化后的权重去了哪里"
 #
-# ??? note "深入：量化后的权重去了哪里，批大了怎么办"
+#     先全部检查、再动手，不会量化到一半才发现某一层宽度不对。LM head 在两种量化下都用 int8：logits 对误差最敏感，llama.cpp 的 Q4_1 文件也不把输出层压到 4 位。
 #
 #     量化后线性层的 float32 权重删掉（省内存，也证明 decode 真的没在读它）；行多时先把整块权重解回 float32、x 同样取整，再交给 torch 的 GEMM，这比 float32 权重慢：量化只为批小的 decode。
 #
@@ -308,7 +315,7 @@ listing("minisgl/layers/quant.py", "prepare_linear_layers")
 #
 # ??? note "深入：怎么量的，llama.cpp 从哪里来"
 #
-#     速度取相邻两个新 token 的间隔的中位数，再取倒数：机器是共用的，别的进程偶尔抢走几十毫秒，中位数不受这几步影响（对每个参赛者都这样算）。线程数在进程开始时定下，所以每个线程数一个新进程；参赛者轮流跑，机器负载的起伏平摊到每个人身上。llama.cpp 是可选的参照：`python -m minibook.llamacpp install` 从源码编 llama-cpp-python，`prepare` 准备两个 GGUF——Q4_1 就是书里内置权重的原件，F32 是用 `gguf` 包把它逐个张量解成 float32 写回的。没装的机器上这一栏不出现。
+#     速度取相邻两个新 token 的间隔的中位数，再取倒数：机器是共用的，别的进程偶尔抢走几十毫秒，中位数不受这几步影响（对每个参赛者都这样算）。线程数在进程开始时定下，所以每个线程数一个新进程；参赛者轮流跑，机器负载的起伏平摊到每个人身上。llama.cpp 是可选的参照：`python -m minibook.llamacpp install` 从源码编 llama-cpp-python，`prepare` 准备两个 GGUF——Q4_1 就是书里内置权重的原件，F32 是用 `gguf` 包把它逐个张量解成 float32 写回的。没装的机器上这一栏不出现。执行这一页的机器（带 AVX-512 的 Xeon）上，llama-cpp-python 0.3.36 的 Q4_1 一次喂两个以上的 token 就段错误，所以 `ch19_bench.py` 让 llama.cpp 一次只喂一个 token（`LLAMACPP_BATCH`）：量的是 decode，本来就一次一个；困惑度逐个喂，logits 也一样。
 
 # %% tags=["milestone"]
 # NBVAL_SKIP
@@ -339,13 +346,15 @@ plt.show()
 # %% [markdown]
 # 几件事一眼就能看出来：
 #
-# - **float32 的几家都贴着内存带宽。** 这台机器一个线程读内存约 12.7 GB/s（后面阶段二基准的输出里量了），538 MB 的权重读一遍要 42 ms，每秒最多 23.6 个 token：HF 15.8、torch 算子的我们 17.1、C++ 算子加编译 20.3、llama.cpp F32 22.2，最快的也只剩一成的余地。两个线程时是 26.3、29.6、37.5、39.7。
-# - **float32 我们比 llama.cpp 慢一点**：0.91 倍（一个线程）、0.94 倍（两个线程）。这台机器上 `F.linear` 本来就读得不慢（见“先量”一节后面的说明），C++ 算子不编译时和 torch 算子差不多，编译把一步里线性层以外的小算子并掉，才拉开一截。
-# - **int4 离 Q4_1 还差一半**：59.2 对 128.4 token/s（0.46 倍）、89.9 对 214.1（0.42 倍）。llama.cpp 在这台 CPU 上把 Q4_1 读到了带宽（两个线程时一步 4.7 ms，111 MB）；我们的 int4 GEMV 只读到 15.5 GB/s（main 的第二节），一步还有 4 ms 花在线性层以外。写本章初稿的那台机器上两者不相上下（1.04 倍、0.92 倍），llama.cpp 的 Q4_1 那时一个线程只有 83.6 token/s：同一份 llama.cpp 源码（按本机指令集编译）换到这台 CPU 上快了一半多，我们的 int4 却慢了三成。差在哪条指令上，这次没有剖析。
+# - **float32 的几家都贴着内存带宽**（一个线程最多约 23.6 token/s）。
+# - **float32 我们比 llama.cpp 慢一点**：0.91 倍（一个线程）、0.94 倍（两个线程）。
+# - **int4 离 Q4_1 还差一半**：0.46 倍（59.2 对 128.4）、0.42 倍（89.9 对 214.1）。
 #
 # ??? note "深入：还差在哪里"
 #
-#     float32 差的是线性层以外的那一两毫秒。两个线程时 llama.cpp 的 F32 一整步 25.2 ms，我们的 121 个线性层在大页上读一遍就要 22.5 ms（main 的第二节），一整步 26.7 ms；int4 差得多：线性层 7.2 ms，一整步 11.1 ms，Q4_1 一整步 4.7 ms。llama.cpp 的一步是一张 ggml 计算图，全部由 C 代码执行；我们编译过的一步里还有 inductor 生成的逐元素循环、注意力，以及 dynamo 每次调用前检查的两千多条守卫（本页之外另量的：int4 编译好的那一步前向，经过守卫 6.8 ms，不经守卫直接调用编译好的函数 5.6 ms；但那样第 18 章“改了编进图里的常数就当场报错”的保护也没了，本书没有这样做）。
+#     这台机器一个线程读内存约 12.7 GB/s（阶段二基准的输出里量了），538 MB 的权重读一遍要 42 ms，所以一个线程每秒最多 23.6 个 token；两个线程时 HF、torch 算子的我们、C++ 算子加编译、llama.cpp F32 是 26.3、29.6、37.5、39.7。这台机器上 `F.linear` 本来就读得不慢（见“先量”一节的折叠框），C++ 算子不编译时和 torch 算子差不多，编译把线性层以外的小算子并掉，才拉开一截。
+#
+#     float32 差的是线性层以外的那一两毫秒。两个线程时 llama.cpp 的 F32 一整步 25.2 ms，我们的 121 个线性层在大页上读一遍就要 22.5 ms（main 的第二节），一整步 26.7 ms；int4 差得多：线性层 7.2 ms（只读到 15.5 GB/s），一整步 11.1 ms，Q4_1 一整步 4.7 ms，读到了带宽。写本章初稿的那台机器上两者不相上下（1.04 倍、0.92 倍），llama.cpp 的 Q4_1 那时一个线程只有 83.6 token/s：同一份 llama.cpp 源码（按本机指令集编译）换到这台 CPU 上快了一半多，我们的 int4 却慢了三成。差在哪条指令上，这次没有剖析。llama.cpp 的一步是一张 ggml 计算图，全部由 C 代码执行；我们编译过的一步里还有 inductor 生成的逐元素循环、注意力，以及 dynamo 每次调用前检查的两千多条守卫（本页之外另量的：int4 编译好的那一步前向，经过守卫 6.8 ms，不经守卫直接调用编译好的函数 5.6 ms；但那样第 18 章“改了编进图里的常数就当场报错”的保护也没了，本书没有这样做）。
 #
 # 速度之外是精度。同一段 109 个 token 的固定文本（本书自己写的一段英文）上的困惑度：HF 的 float32；HF 换上我们的 int8、int4 权重、每个线性层的输入也同样取整（和引擎算的是同一个式子）；llama.cpp 的两个 GGUF（装了才有）：
 
@@ -357,24 +366,32 @@ for name, ppl in perplexities().items():
     print(f"{name:<20} {ppl:.4f}")
 
 # %% [markdown]
-# SmolLM2 的权重在 int4 下一个数都没变，int4 和 float32 的差别全在把 x 取整成 8 位：这一次它让困惑度反而低了 0.11（29.96 对 30.07），写本章初稿的那台机器上是高 0.12（HF 的浮点运算在不同的 CPU 上差在最后几位，x 取整时落到哪一格跟着变）——取整 x 的代价在 ±0.1 这个量级，整数点积快就快在这里。llama.cpp 的 Q4_1 用的是同样的权重、同样取整 x，30.19。int8 高一点（30.21）：它还把 4 位格点上的权重挪到了另一套格点上。llama.cpp 的 F32 是 30.07，和 HF 只差 0.001。
+# 取整 x 的代价在 ±0.1 这个量级：int4 29.96、int8 30.21、llama.cpp Q4_1 30.19，float32 30.07。
+#
+# ??? note "深入：int4 为什么反而低了"
+#
+#     SmolLM2 的权重在 int4 下一个数都没变，int4 和 float32 的差别全在把 x 取整成 8 位：这一次它让困惑度反而低了 0.11（29.96 对 30.07），写本章初稿的那台机器上是高 0.12（HF 的浮点运算在不同的 CPU 上差在最后几位，x 取整时落到哪一格跟着变）——取整 x 的代价在 ±0.1 这个量级，整数点积快就快在这里。llama.cpp 的 Q4_1 用的是同样的权重、同样取整 x，30.19。int8 高一点（30.21）：它还把 4 位格点上的权重挪到了另一套格点上。llama.cpp 的 F32 是 30.07，和 HF 只差 0.001。
 #
 # ## 阶段二的基准，三样都开
 #
-# 第 11 章的基准（64 个混合请求，同时最多 16 个和 64 个，和同一次运行里的 HF generate 比吞吐，两边都只用一个线程）在本章的树里再跑一遍，这三章的三样都开着：decode 用 paged 注意力（`attention_backend="auto"`，默认），线性层和 RMSNorm 用 C++ 算子（默认），decode 编译到批大小 64（`--cuda-graph-max-bs 64`，本章给基准加的开关；编译的时间不算在吞吐里）。同一个工作负载、同一把尺子，阶段二的里程碑页上那次运行是同时最多 16 个时 1.7 倍、64 个时 1.8 倍：
+# 第 11 章的基准在本章的树里再跑一遍：paged 注意力、C++ 算子、decode 编译到批大小 64（`--cuda-graph-max-bs 64`）。阶段二那次是 1.7 倍（同时最多 16 个）和 1.8 倍（64 个）。
+#
+# ??? example "完整输出（编译的时间不算在吞吐里）"
 
-# %% tags=["stage-two-bench"]
+# %% tags=["stage-two-bench", "fold"]
 # NBVAL_SKIP
 run("python examples/ch11_benchmark.py --cuda-graph-max-bs 64")
 
 # %% [markdown]
-# 同时最多 16 个时 1.90 倍，64 个时 2.25 倍（阶段二那次 1.7、1.8 倍）；共享前缀的变体里 radix 是 1.97 倍。输出里能看出提高从哪里来、又卡在哪里：
+# 这一次是 1.90 倍和 2.25 倍（共享前缀、radix 1.97 倍），离本阶段的目标 2.5、3 倍还有一截。
 #
-# - **一步 decode 便宜了，步数没变。** 两个设置下的步数、平均批大小和阶段二完全一样（336 步、平均 14.0 行；126 步、平均 37.4 行），是同一份调度；变的是每一步和 HF 比起来花的时间（两次不在同一台机器上：秒数不能直接比，对 HF 的倍数可以）。
-# - **批大小 1 已经贴着带宽。** 最后一节里我们一步 47.4 ms，是带宽上界的 90%（HF 71%）：批小的 decode 没有多少可省了。
-# - **批大了，剩下的几乎全是矩阵乘。** 同时最多 16 个时 decode 前向 46.2 s、336 步，一步约 140 ms，里面大头是 torch 的 GEMM（这时 x 有十几行，本章的 GEMV 不管），编译和 C++ 小算子省下的调用开销相比之下很小。本页之外另量的：同一个工作负载、同一棵树，编译与不编译 decode 前向是 50.2 对 50.6 s。
+# ??? note "深入：提高从哪里来，又卡在哪里"
 #
-# 离本阶段定的目标（同时最多 16 个时 2.5 倍、64 个时 3 倍）还有一截。HF 有四成多的 token 白算（“有用的只有”那两行），我们一个不白算，但两边做 GEMM 用的是同一个 MKL、同一个核；要再往上，得让十几、几十行的矩阵乘本身更快。
+#     - **一步 decode 便宜了，步数没变。** 两个设置下的步数、平均批大小和阶段二完全一样（336 步、平均 14.0 行；126 步、平均 37.4 行），是同一份调度；变的是每一步和 HF 比起来花的时间（两次不在同一台机器上：秒数不能直接比，对 HF 的倍数可以）。
+#     - **批大小 1 已经贴着带宽。** 最后一节里我们一步 47.4 ms，是带宽上界的 90%（HF 71%）：批小的 decode 没有多少可省了。
+#     - **批大了，剩下的几乎全是矩阵乘。** 同时最多 16 个时 decode 前向 46.2 s、336 步，一步约 140 ms，里面大头是 torch 的 GEMM（这时 x 有十几行，本章的 GEMV 不管），编译和 C++ 小算子省下的调用开销相比之下很小。本页之外另量的：同一个工作负载、同一棵树，编译与不编译 decode 前向是 50.2 对 50.6 s。
+#
+#     HF 有四成多的 token 白算（“有用的只有”那两行），我们一个不白算，但两边做 GEMM 用的是同一个 MKL、同一个核；要再往上，得让十几、几十行的矩阵乘本身更快。
 #
 # ## 运行
 
@@ -393,8 +410,7 @@ for expected in ("minisgl::linear_int4(Tensor x, Tensor q, Tensor scale, Tensor 
 # 值得注意的几处：
 #
 # - 七个算子都在 `torch.ops.minisgl` 下，签名就是登记时写的。
-# - SmolLM2 的 int4 权重一个没变，相同的 token 却只有 23/48：取整 x 让贪心某步换了词，此后各走各的；换在哪步随 CPU 变（CI 上 int8 48/48、int4 38/48）。
-# - 第二节：这个新进程里 `F.linear` 读到 24 GB/s，和大页上的 C++ 版一样快，不放大页的 C++ 版反而慢（“先量”一节说过这一行不稳）。第四节：分页注意力读散着的 K、V 在 17–27 GB/s，和这台机器读内存的 24 GB/s 是一个量级。
+# - SmolLM2 的 int4 权重一个没变，相同的 token 却只有 23/48：取整 x 让贪心某步换了词，此后各走各的（换在哪步随 CPU 变）。
 #
 # ## 与上游的差异
 #
@@ -415,7 +431,13 @@ for expected in ("minisgl::linear_int4(Tensor x, Tensor q, Tensor scale, Tensor 
 #
 # ## 测试
 #
-# 本章的测试在 `tests/test_ch19_kernels.py`：三个线性层算子在随机形状、随机量级上等于 torch 的参照，坏输入是一条中文错误而不是越界读；两个 RMSNorm 算子在随机形状上与 torch 写法相差不超过 1e-5、残差和逐位相同，也能读 qkv 里切出来的不连续的头；量化误差不超过半个刻度，int4 的装法，TP 切分与合并层不改变量化结果，SmolLM2 的权重在 Q4_1 的格点上；C++ 算子的引擎（每个 RMSNorm 都换成了 C++ 的，权重在大页里，共用的只有一份）与 HF 逐 token 相同；量化后在真实的生成里逐层检查每一次乘法（只量化权重、不取整 x 的实现过不了）；不用 VNNI 另编的一份算出同样的结果；编译后的 int4 decode 与不编译的 token 相同、不重编；量化后不再留 float32 权重；设置和命令行的坏值；编不出 C++ 时 `auto` 退回 torch；重写过的分页注意力在长而打散的上下文、几种 head_dim 上等于 SDPA（第 17 章对这个算子的测试也在本章的树里重跑）。逐层检查的那个：
+# 本章的测试在 `tests/test_ch19_kernels.py`。
+#
+# ??? note "测试都查了什么"
+#
+#     三个线性层算子在随机形状、随机量级上等于 torch 的参照，坏输入是一条中文错误而不是越界读；两个 RMSNorm 算子在随机形状上与 torch 写法相差不超过 1e-5、残差和逐位相同，也能读 qkv 里切出来的不连续的头；量化误差不超过半个刻度，int4 的装法，TP 切分与合并层不改变量化结果，SmolLM2 的权重在 Q4_1 的格点上；C++ 算子的引擎（每个 RMSNorm 都换成了 C++ 的，权重在大页里，共用的只有一份）与 HF 逐 token 相同；量化后在真实的生成里逐层检查每一次乘法（只量化权重、不取整 x 的实现过不了）；不用 VNNI 另编的一份算出同样的结果；编译后的 int4 decode 与不编译的 token 相同、不重编；量化后不再留 float32 权重；设置和命令行的坏值；编不出 C++ 时 `auto` 退回 torch；重写的分页注意力在长而打散的上下文上等于 SDPA。
+#
+# 其中逐层检查量化的那个：
 
 # %% tags=["remove-input"]
 listing("tests/test_ch19_kernels.py", "test_every_quantized_layer_computes_rounded_x_times_rounded_w_in_a_real_run")
@@ -461,6 +483,6 @@ exercises()
 # - 批大小 1 的线性层是搬运活：时间 ≈ 权重字节数 ÷ 内存带宽。小批量 GEMV 让每个权重只读一次，大页让这一遍读得更快。
 # - 分组量化让字节变少；x 也取整成 int8，一组的点积就是整数乘加（`vpdpbusd`），解量化不再是瓶颈。
 # - RMSNorm、写 KV 池这类小算子慢在调用次数：C++ 里一行一趟，把七八次分派并成一次。
-# - 分页注意力读的是散在池子里的 K、V：head_dim 编进模板、提前预取下几个槽位，读得离内存带宽更近。
+# - 分页注意力：head_dim 编进模板、按页表预取，读得接近带宽。
 # - C++ 算子 = 签名（`TORCH_LIBRARY`）+ 每个设备的实现（`TORCH_LIBRARY_IMPL`）+ 假实现（给 `torch.compile`）；编不出来时 `auto` 退回 torch。
 # - 不量化的引擎与 HF 逐 token 相同；量化的引擎逐层检查“取整的 x 乘取整的 W”。
