@@ -67,3 +67,10 @@ def test_a_cpp_function_with_its_comment(tmp_path):
                                     "    return a + b;\n  }\n  return b;\n}")
     with pytest.raises(ListingError, match="没有顶格定义的函数 sub；可选的有：add"):
         extract(path, "sub")
+
+
+def test_a_cpp_template_keeps_its_template_line_and_the_comment_above_it(tmp_path):
+    path = tmp_path / "k.cpp"
+    path.write_text("int before() {\n  return 0;\n}\n\n// N 是编译期常数\ntemplate <int N>\nint times(int a) {\n"
+                    "  return a * N;\n}\n")
+    assert extract(path, "times") == "// N 是编译期常数\ntemplate <int N>\nint times(int a) {\n  return a * N;\n}"

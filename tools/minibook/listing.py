@@ -64,7 +64,8 @@ C_SUFFIXES = (".cpp", ".cu", ".h")
 
 
 def _extract_c(source: str, name: str, path: Path) -> str:
-    """C++ / CUDA 文件里的一个顶格定义的函数或 struct（连同紧挨着它的 // 注释），到顶格的 } 或 }; 为止。"""
+    """C++ / CUDA 文件里的一个顶格定义的函数或 struct（连同它上面的 template 行和紧挨着的 // 注释），
+    到顶格的 } 或 }; 为止。"""
     lines = source.splitlines()
     pattern = re.compile(rf"^(\S.*\b)?{re.escape(name)}(\(|\s*\{{)")
     starts = [i for i, line in enumerate(lines) if pattern.match(line) and not line.startswith("//")]
@@ -73,6 +74,8 @@ def _extract_c(source: str, name: str, path: Path) -> str:
                         and not line.startswith(("//", "#"))})
         raise ListingError(f"{path} 里没有顶格定义的函数 {name}；可选的有：{', '.join(found)}")
     start = end = starts[0]
+    if start > 0 and lines[start - 1].startswith("template"):
+        start -= 1
     while start > 0 and lines[start - 1].startswith("//"):
         start -= 1
     while end < len(lines) and lines[end] not in ("}", "};"):

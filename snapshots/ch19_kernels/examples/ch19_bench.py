@@ -29,13 +29,16 @@ ROUNDS = 3
 # llama.cpp 一次喂几个 token。写本章的一台机器（带 AVX-512 的 Xeon）上，llama-cpp-python 0.3.36 的 Q4_1
 # 一次喂多于一个 token 就段错误；这里只量 decode（本来就一次一个 token），困惑度逐个喂也是同样的 logits
 LLAMACPP_BATCH = 1
-# 我们的参赛者：名字 → LLM 的设置。第一个是上一章的默认（torch 的 F.linear）
+# 我们的参赛者：名字 → LLM 的设置。第一个是上一章的默认（torch 的 F.linear）；“C++ 外壳”是
+# compile_cpp_wrapper：编译出的一步由 C++ 依次调用各个内核
+SHELL = dict(cuda_graph_bs=(1,), compile_cpp_wrapper=True)
 OURS = {
     "minisgl torch 算子": dict(cpu_kernels="torch"),
     "minisgl C++ 算子": dict(cpu_kernels="cpp"),
-    "minisgl C++ 算子 + 编译": dict(cpu_kernels="cpp", cuda_graph_bs=(1,)),
-    "minisgl int8 + 编译": dict(quantization="int8", cuda_graph_bs=(1,)),
-    "minisgl int4 + 编译": dict(quantization="int4", cuda_graph_bs=(1,)),
+    "minisgl C++ + 编译": dict(cpu_kernels="cpp", cuda_graph_bs=(1,)),
+    "minisgl C++ + 编译 + C++ 外壳": dict(cpu_kernels="cpp", **SHELL),
+    "minisgl int8 + 编译 + C++ 外壳": dict(quantization="int8", **SHELL),
+    "minisgl int4 + 编译 + C++ 外壳": dict(quantization="int4", **SHELL),
 }
 
 
@@ -189,7 +192,7 @@ def main() -> None:
         hf = result["HF transformers"]["rate"]
         print(f"\n{threads} 个线程：")
         for name, r in result.items():
-            print(f"  {name:<24} {r['rate']:6.1f} token/s   {r['rate'] / hf:4.2f}× HF   "
+            print(f"  {name:<28} {r['rate']:6.1f} token/s   {r['rate'] / hf:4.2f}× HF   "
                   f"和 HF 相同的 token {r['same_as_hf']}/{NEW_TOKENS}")
     print(f"\n一段 {len(encode(smollm2(), PPL_TEXT))} 个 token 的固定文本上的困惑度：")
     for name, ppl in perplexities().items():

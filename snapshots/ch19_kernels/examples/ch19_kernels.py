@@ -19,7 +19,8 @@ from minisgl.kernel import load_kernels
 from minisgl.kvcache.mha_pool import _store_kv
 from minisgl.layers.hugepages import copy_to_huge_pages, huge_page_bytes
 from minisgl.layers.norm import rms_norm
-from minisgl.layers.quant import dequantize_int4, dequantize_int8, quantize_int4, quantize_int8
+from minisgl.layers.quant import (GROUP, Int4Matmul, Int8Matmul, dequantize_int4, dequantize_int8, quantize_int4,
+                                  quantize_int8)
 from minisgl.llm import LLM
 
 PROMPTS = ["The capital of France is", "def add(a, b):", "Once upon a time,"]
@@ -52,6 +53,10 @@ def section_registry() -> None:
         print(f"  {getattr(torch.ops.minisgl, name).default._schema}")
 
 
+def total_bytes(tensors) -> int:
+    return sum(t.nbytes for t in tensors)
+
+
 def timed(fn, repeat: int = 7, inner: int = 1) -> float:
     """fn 的一次调用要几秒：预热一次，量 repeat 轮（每轮连调 inner 次），取中位数。"""
     fn()  # 预热
@@ -72,27 +77,24 @@ def section_bandwidth(weights: dict[str, torch.Tensor]) -> None:
     before = huge_page_bytes()
     dense = list(weights.values())
     big = copy_to_huge_pages(dense)  # 同样的权重，拷进大页
-    # 量化的两种都和引擎一样：LM head 是 int8（见 layers/quant.py）
-    q8 = [tuple(copy_to_huge_pages(list(quantize_int8(w)))) for w in dense]
-    q4 = [tuple(copy_to_huge_pages(list(quantize_int4(w)))) for w in dense[:-1]]
+    # 量化的两种都和引擎一样：LM head 是 int8（见 layers/quant.py），权重是 16 行交错的块
+    int8 = [Int8Matmul(w) for w in dense]
+    int4 = [Int4Matmul(w) for w in dense[:-1]] + int8[-1:]
+    for layers in (int8, int4[:-1]):
+        for layer, blocks in zip(layers, copy_to_huge_pages([layer.blocks for layer in layers])):
+            layer.blocks = blocks
     print(f"  拷进大页的权重：{(huge_page_bytes() - before) / 1e6:.0f} MB 落在 2 MB 的页上")
     ops = torch.ops.minisgl
 
-    def nbytes(tensors):
-        return sum(t.nbytes for t in tensors)
-
-    def run_int4():
-        for q, d, m in q4:
-            ops.linear_int4(xs[q.shape[1] * 2], q, d, m)
-        ops.linear_int8(xs[q8[-1][0].shape[1]], *q8[-1])
+    def quantized(layers):  # 每一层的 x 有 K = 组数 × 32 列
+        return lambda: [layer(xs[layer.blocks.shape[1] * GROUP]) for layer in layers]
 
     ways = {
-        "torch F.linear": (lambda: [F.linear(xs[w.shape[1]], w) for w in dense], nbytes(dense)),
-        "C++ linear_f32": (lambda: [ops.linear_f32(xs[w.shape[1]], w) for w in dense], nbytes(dense)),
-        "C++ f32，大页": (lambda: [ops.linear_f32(xs[w.shape[1]], w) for w in big], nbytes(big)),
-        "C++ int8，大页": (lambda: [ops.linear_int8(xs[q.shape[1]], q, d) for q, d in q8],
-                         sum(nbytes(t) for t in q8)),
-        "C++ int4，大页": (run_int4, sum(nbytes(t) for t in q4) + nbytes(q8[-1])),
+        "torch F.linear": (lambda: [F.linear(xs[w.shape[1]], w) for w in dense], total_bytes(dense)),
+        "C++ linear_f32": (lambda: [ops.linear_f32(xs[w.shape[1]], w) for w in dense], total_bytes(dense)),
+        "C++ f32，大页": (lambda: [ops.linear_f32(xs[w.shape[1]], w) for w in big], total_bytes(big)),
+        "C++ int8，大页": (quantized(int8), total_bytes(layer.blocks for layer in int8)),
+        "C++ int4，大页": (quantized(int4), total_bytes(layer.blocks for layer in int4)),
     }
     base = None
     for name, (fn, size) in ways.items():

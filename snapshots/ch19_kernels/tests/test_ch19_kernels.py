@@ -2,11 +2,13 @@
 
 - 三个 C++ 算子（float32、int8、int4 权重的小批量线性层）在随机形状上等于 torch 的参照（量化的两个乘的是
   按组取整成 int8 的 x，取整的结果与 round_activations 逐个相同）；坏输入是中文错误；
-- 量化：误差不超过半个刻度；int4 的装法（低 4 位第 j 个、高 4 位第 j + K/2 个）；按列切给 TP rank、
+- 量化：误差不超过半个刻度（缩放、最小值取在 float16 上）；int4 的装法（低 4 位第 j 个、高 4 位第 j + K/2 个）；
+  C++ 读的 16 行交错的块：格子里是哪一行的哪 4 个数，拆回来分毫不差，行数不是 16 的倍数也对；按列切给 TP rank、
   q/k/v 合并都不改变量化结果；书里内置的 SmolLM2 权重本来就在 Q4_1 的格点上，int4 一点不丢；
 - 整个引擎：C++ GEMV 的贪心结果与 HF 逐 token 相同；量化后在真实的生成里逐层查：每一层交出的 y 都等于
   "取整的 x 乘取整的 W"（只量化权重的实现过不了），结果和原始 HF 不同；编译后与不编译的 token 相同、不重编；
 - 第 17 章的分页注意力（本章重写了内层循环）在长而打散的上下文、几种 head_dim 上等于 SDPA；
+- C++ 外壳（compile_cpp_wrapper）：编出来的真是 C++ 外壳，token 不变；没有要编译的 decode 时拒绝；
 - 量化后线性层不再留着 float32 权重；设置、命令行的坏值是中文错误；auto 在编不出 C++ 时退回 torch。
 """
 
@@ -34,8 +36,12 @@ from minisgl.layers.quant import (
     GROUP,
     SMALL_BATCH,
     _linear_ops,
+    deinterleave_int4,
+    deinterleave_int8,
     dequantize_int4,
     dequantize_int8,
+    interleave_int4,
+    interleave_int8,
     prepare_linear_layers,
     quantize_int4,
     quantize_activations,
@@ -97,15 +103,17 @@ def test_the_three_kernels_equal_torch_on_random_shapes(seed):
     xr = round_activations(x)  # 量化的两个算子乘的是取整过的 x：只量化权重的实现差出 1e-2 量级，过不了
     scale = 1e-5 * w.abs().max().item() * x.abs().sum(dim=1).max().item()
     q, d = quantize_int8(w)
-    torch.testing.assert_close(ops.linear_int8(x, q, d), xr @ dequantize_int8(q, d).T, rtol=1e-4, atol=scale)
+    torch.testing.assert_close(ops.linear_int8(x, interleave_int8(q, d), n), xr @ dequantize_int8(q, d).T,
+                               rtol=1e-4, atol=scale)
     q4, d4, m4 = quantize_int4(w)
-    torch.testing.assert_close(ops.linear_int4(x, q4, d4, m4), xr @ dequantize_int4(q4, d4, m4).T, rtol=1e-4,
-                               atol=scale)
+    torch.testing.assert_close(ops.linear_int4(x, interleave_int4(q4, d4, m4), n),
+                               xr @ dequantize_int4(q4, d4, m4).T, rtol=1e-4, atol=scale)
     # 恰好落在两个刻度正中间的数（x / dx = k + 0.5）：C++ 和 quant.py 要取到同一个刻度（四舍六入五成双）。
-    # 乘单位矩阵，每个输出就是一个取整过的 x：取错一个刻度差 dx，远大于容差
+    # 乘（缩放过的）单位矩阵，每个输出就是一个取整过的 x：取错一个刻度差 dx，远大于容差。
+    # 对角线取 127/128：缩放 d = 1/128 在 float16 上是精确的，权重量化后分毫不差
     plant_ties(x, rng)
-    eye_q, eye_d = quantize_int8(torch.eye(k))
-    torch.testing.assert_close(ops.linear_int8(x, eye_q, eye_d), round_activations(x), rtol=0,
+    eye = interleave_int8(*quantize_int8(torch.eye(k) * (127 / 128)))
+    torch.testing.assert_close(ops.linear_int8(x, eye, k), round_activations(x) * (127 / 128), rtol=0,
                                atol=1e-5 * x.abs().max().item())
 
 
@@ -136,7 +144,8 @@ def test_the_portable_loops_without_vnni_compute_the_same():
     script = """
 import random, torch
 from minisgl.kernel import CFLAGS, CSRC, _build_key, load_or_build
-from minisgl.layers.quant import dequantize_int4, dequantize_int8, quantize_int4, quantize_int8, round_activations
+from minisgl.layers.quant import (dequantize_int4, dequantize_int8, interleave_int4, interleave_int8, quantize_int4,
+                                  quantize_int8, round_activations)
 flags = CFLAGS + ["-mno-avx512vnni"]
 sources = [CSRC / "linear.cpp"]  # 只加载这一份：和 load_kernels 的库登记的是同样的算子名
 load_or_build("minisgl_linear_portable_" + _build_key(sources) + "_novnni", sources, extra_cflags=flags,
@@ -149,10 +158,11 @@ for seed in range(6):
     x, w = torch.randn(m, k) * rng.choice([0.01, 1.0, 30.0]), torch.randn(n, k)
     xr = round_activations(x)
     q, d = quantize_int8(w)
-    torch.testing.assert_close(ops.linear_int8(x, q, d), xr @ dequantize_int8(q, d).T, rtol=1e-4, atol=1e-3)
+    torch.testing.assert_close(ops.linear_int8(x, interleave_int8(q, d), n), xr @ dequantize_int8(q, d).T,
+                               rtol=1e-4, atol=1e-3)
     q4, d4, m4 = quantize_int4(w)
-    torch.testing.assert_close(ops.linear_int4(x, q4, d4, m4), xr @ dequantize_int4(q4, d4, m4).T, rtol=1e-4,
-                               atol=1e-3)
+    torch.testing.assert_close(ops.linear_int4(x, interleave_int4(q4, d4, m4), n),
+                               xr @ dequantize_int4(q4, d4, m4).T, rtol=1e-4, atol=1e-3)
 print("OK")
 """
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=tree_env(), timeout=600)
@@ -189,16 +199,19 @@ def test_the_cpp_engine_keeps_its_weights_in_huge_pages_and_tied_weights_stay_sh
 
 
 @pytest.mark.parametrize("call, message", [
-    (lambda: torch.ops.minisgl.linear_f32(torch.randn(9, 64), torch.randn(4, 64)), "x 最多 8 行"),
+    (lambda: torch.ops.minisgl.linear_f32(torch.randn(9, 64), torch.randn(4, 64)), "x 要有 1 到 8 行，收到 9"),
+    (lambda: torch.ops.minisgl.linear_f32(torch.randn(0, 64), torch.randn(4, 64)), "x 要有 1 到 8 行，收到 0"),
     (lambda: torch.ops.minisgl.linear_f32(torch.randn(2, 64), torch.randn(4, 96)), "x 有 64 列，权重要 96 列"),
     (lambda: torch.ops.minisgl.linear_f32(torch.randn(2, 48), torch.randn(4, 48)), "K 必须是 32 的倍数"),
     (lambda: torch.ops.minisgl.linear_f32(torch.randn(2, 64).double(), torch.randn(4, 64)), "x 必须是 float32"),
-    (lambda: torch.ops.minisgl.linear_int8(torch.randn(2, 64), torch.zeros(4, 64), torch.ones(4, 2)),
-     "q 必须是连续的 int8"),
-    (lambda: torch.ops.minisgl.linear_int8(torch.randn(2, 64), torch.zeros(4, 64, dtype=torch.int8),
-                                           torch.ones(4, 3)), r"scale 必须是 \[N, K/32\]"),
-    (lambda: torch.ops.minisgl.linear_int4(torch.randn(2, 96), torch.zeros(4, 48, dtype=torch.uint8),
-                                           torch.ones(4, 3), torch.ones(4, 3)), "int4 的 K 必须是 64 的倍数"),
+    (lambda: torch.ops.minisgl.linear_int8(torch.randn(2, 64), torch.zeros(1, 2, 544), 16),
+     r"blocks 必须是连续的 uint8 \[ceil\(N/16\), K/32, 544\]"),
+    (lambda: torch.ops.minisgl.linear_int4(torch.randn(2, 64), torch.zeros(1, 2, 544, dtype=torch.uint8), 16),
+     r"blocks 必须是连续的 uint8 \[ceil\(N/16\), K/32, 320\]"),  # int8 的块交给 int4
+    (lambda: torch.ops.minisgl.linear_int4(torch.randn(2, 64), torch.zeros(2, 2, 320, dtype=torch.uint8), 16),
+     "N = 16 和 2 块（每块 16 行）对不上"),
+    (lambda: torch.ops.minisgl.linear_int4(torch.randn(2, 96), torch.zeros(1, 2, 320, dtype=torch.uint8), 5),
+     "x 有 96 列，权重要 64 列"),
 ])
 def test_bad_inputs_are_chinese_errors_not_wrong_reads(call, message):
     with pytest.raises(RuntimeError, match=message):
@@ -279,12 +292,16 @@ def test_quantization_errors_are_at_most_half_a_step():
     w = torch.randn(64, 256) * torch.rand(64, 1) * 10
     q, d = quantize_int8(w)
     assert q.dtype == torch.int8 and q.abs().max() <= 127 and d.shape == (64, 256 // GROUP)
+    assert torch.equal(d, d.half().float())  # 缩放存成 float16：量化时用的就是 float16 上的值
     step = d.repeat_interleave(GROUP, dim=1)
     assert ((dequantize_int8(q, d) - w).abs() <= step / 2 + 1e-6).all()
     q4, d4, m4 = quantize_int4(w)
     assert q4.dtype == torch.uint8 and q4.shape == (64, 128)
+    assert torch.equal(d4, d4.half().float()) and torch.equal(m4, m4.half().float())
     step4 = d4.repeat_interleave(GROUP, dim=1)
-    assert ((dequantize_int4(q4, d4, m4) - w).abs() <= step4 / 2 + 1e-5).all()
+    # 最小值取到 float16 上时可能比真正的最小值大一点点（相对 2^-11）：最小的那个数多出这点误差
+    slack = 2.0 ** -11 * m4.abs().repeat_interleave(GROUP, dim=1)
+    assert ((dequantize_int4(q4, d4, m4) - w).abs() <= step4 / 2 + slack + 1e-6).all()
 
 
 def test_int4_packs_element_j_low_and_element_j_plus_half_high():
@@ -293,6 +310,34 @@ def test_int4_packs_element_j_low_and_element_j_plus_half_high():
     assert (d4 == 1).all() and (m4 == 0).all()
     assert q4[0, 5].item() == (5 % 16) | ((69 % 16) << 4)  # 第 5 个字节：低 4 位第 5 个数，高 4 位第 64 + 5 个
     assert torch.equal(dequantize_int4(q4, d4, m4), w)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_interleaved_blocks_put_four_numbers_of_one_row_in_each_cell_and_come_back_exactly(seed):
+    rng = random.Random(seed)
+    n, k = rng.randint(1, 70), 64 * rng.randint(1, 6)  # 行数多半不是 16 的倍数：最后一块补 0 行
+    w = torch.randn(n, k) * rng.choice([0.01, 1.0, 30.0])
+    q, d = quantize_int8(w)
+    blocks = interleave_int8(q, d)
+    assert blocks.shape == (-(-n // 16), k // GROUP, 16 * 32 + 32) and blocks.dtype == torch.uint8
+    row, g, s = rng.randrange(n), rng.randrange(k // GROUP), rng.randrange(8)  # 第 row 行第 g 组的第 4s..4s+3 个
+    cell = blocks[row // 16, g, 64 * s + 4 * (row % 16): 64 * s + 4 * (row % 16) + 4].view(torch.int8)
+    assert torch.equal(cell, q[row, GROUP * g + 4 * s: GROUP * g + 4 * s + 4])
+    d_cell = blocks[row // 16, g, 512 + 2 * (row % 16): 512 + 2 * (row % 16) + 2].view(torch.float16)
+    assert d_cell.item() == d[row, g].item()
+    assert all(torch.equal(a, b) for a, b in zip(deinterleave_int8(blocks, n), (q, d)))
+    q4 = quantize_int4(w)
+    blocks4 = interleave_int4(*q4)
+    assert blocks4.shape == (-(-n // 16), k // GROUP, 16 * 16 + 64)
+    nibbles = torch.cat([q4[0] & 0xF, q4[0] >> 4], dim=1)  # 每个数一个字节
+    s4 = s % 4
+    cell4 = blocks4[row // 16, g, 64 * s4 + 4 * (row % 16): 64 * s4 + 4 * (row % 16) + 4]
+    assert torch.equal(cell4 & 0xF, nibbles[row, GROUP * g + 4 * s4: GROUP * g + 4 * s4 + 4])
+    assert torch.equal(cell4 >> 4, nibbles[row, GROUP * g + 16 + 4 * s4: GROUP * g + 16 + 4 * s4 + 4])
+    assert all(torch.equal(a, b) for a, b in zip(deinterleave_int4(blocks4, n), q4))
+    if n % 16:
+        cells = blocks[-1, :, :512].reshape(k // GROUP, 8, 16, 4)[:, :, n % 16:]
+        assert (cells == 0).all()  # 补的行全是 0：算出来的多余输出被切掉，不影响结果
 
 
 def test_groups_stay_inside_a_row_so_tp_shards_and_merged_layers_quantize_the_same():
@@ -410,6 +455,17 @@ def test_compiled_int4_decode_equals_the_eager_engine_and_never_recompiles():
     assert generate(eager, path, 12) == outs  # 同样的量化引擎不编译：token 相同
     eager.shutdown()
     assert outs != [hf_greedy(path, encode(path, text), 12) for text in TEXTS]
+    # C++ 外壳：inductor 生成的模块里是一段 C++ 源码（CppWrapperCodeCache 编译它），token 仍然相同；
+    # 这个选项只在编译时生效，之后 inductor 的全局设置原样还回去
+    from torch._inductor.codecache import PyCodeCache
+
+    before = set(map(id, PyCodeCache.modules))
+    shell = make_llm(path, quantization="int4", cuda_graph_bs=(4,), compile_cpp_wrapper=True)
+    assert torch._inductor.config.cpp_wrapper is False
+    new = [m for m in PyCodeCache.modules if id(m) not in before]
+    assert new and all("CppWrapperCodeCache" in Path(m.__file__).read_text() for m in new)
+    assert generate(shell, path, 12) == outs
+    shell.shutdown()
 
 
 def test_quantized_smollm2_keeps_no_float32_linear_weights():
@@ -426,10 +482,16 @@ def test_quantized_smollm2_keeps_no_float32_linear_weights():
     ({"quantization": "int2"}, "quantization 只能是 int8、int4"),
     ({"quantization": "int8", "cpu_kernels": "torch"}, "cpu_kernels 不能是 torch"),
     ({"quantization": "int4", "dtype": torch.bfloat16}, "量化只支持 float32"),
+    ({"compile_cpp_wrapper": "yes"}, "compile_cpp_wrapper 必须是 True 或 False"),
 ])
 def test_bad_linear_settings_are_chinese_errors(fields, message):
     with pytest.raises(ValueError, match=message):
         EngineConfig(model_path=tiny_qwen3(), **fields)
+
+
+def test_a_cpp_wrapper_without_compiled_decode_is_refused():
+    with pytest.raises(ValueError, match="compile_cpp_wrapper 只在 CPU 上编译 decode 时有用"):
+        make_llm(tiny_qwen3(), compile_cpp_wrapper=True)  # 没给 cuda_graph_bs：什么也不编译
 
 
 def test_auto_is_cpp_only_for_float32_on_cpu():
@@ -441,8 +503,10 @@ def test_auto_is_cpp_only_for_float32_on_cpu():
 
 
 def test_the_launcher_flags():
-    args = parse_args(["--model-path", str(tiny_qwen3()), "--quantization", "int4", "--cpu-kernels", "cpp"])
-    assert (args.quantization, args.cpu_kernels) == ("int4", "cpp")
+    args = parse_args(["--model-path", str(tiny_qwen3()), "--quantization", "int4", "--cpu-kernels", "cpp",
+                       "--compile-cpp-wrapper"])
+    assert (args.quantization, args.cpu_kernels, args.compile_cpp_wrapper) == ("int4", "cpp", True)
+    assert parse_args(["--model-path", str(tiny_qwen3())]).compile_cpp_wrapper is False
     proc = subprocess.run([sys.executable, "-m", "minisgl", "--quantization", "int3"],
                           capture_output=True, text=True, timeout=120, cwd=TREE, env=tree_env())
     assert proc.returncode == 2 and "int3" in proc.stderr and "Traceback" not in proc.stderr

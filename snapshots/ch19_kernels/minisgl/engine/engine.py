@@ -28,6 +28,7 @@ from datetime import timedelta
 from typing import Any, Callable
 
 import torch
+import torch._inductor.config  # 编译 decode 时临时改它的 cpp_wrapper
 import torch.distributed as dist
 
 from minisgl.attention import BaseAttnBackend, create_attention_backend
@@ -175,10 +176,15 @@ class Engine:
         self.dummy_req = Req(input_ids=torch.zeros(1, dtype=torch.int32), table_idx=config.max_running_req,
                              cached_len=0, output_len=1, uid=-1, sampling_params=SamplingParams(),
                              cache_handle=None)
-        self.graph_runner = GraphRunner(
-            self.model, self.ctx, self.attn_backend, self._graph_batch_sizes(), self.dummy_req,
-            dummy_slot=self.dummy_page * config.page_size, max_seq_len=self.max_seq_len,
-            device=self.device, stream=self.stream)
+        batch_sizes = self._graph_batch_sizes()
+        if config.compile_cpp_wrapper and (is_cuda(self.device) or not batch_sizes):
+            raise ValueError("compile_cpp_wrapper 只在 CPU 上编译 decode 时有用：同时给 cuda_graph_bs 或 cuda_graph_max_bs")
+        # 编译发生在 GraphRunner 里：C++ 外壳这个选项只在这段时间生效（inductor 按它生成代码，也按它分缓存）
+        with torch._inductor.config.patch(cpp_wrapper=config.compile_cpp_wrapper):
+            self.graph_runner = GraphRunner(
+                self.model, self.ctx, self.attn_backend, batch_sizes, self.dummy_req,
+                dummy_slot=self.dummy_page * config.page_size, max_seq_len=self.max_seq_len,
+                device=self.device, stream=self.stream)
         _claim_process(self)
 
     def _graph_batch_sizes(self) -> list[int]:

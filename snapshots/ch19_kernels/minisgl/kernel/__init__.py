@@ -127,10 +127,10 @@ def _register_fakes() -> None:
     def _(q, k_cache, v_cache, page_table, rows, qo_indptr, seq_lens_k, scale):
         return torch.empty_like(q)
 
-    # 小批量线性层（linear.cpp）：输出 [x 的行数, 权重的行数]
+    # 小批量线性层（linear.cpp）：输出 [x 的行数, 权重的行数]；量化的两个传进来的是交错的块和行数 n
     torch.library.register_fake("minisgl::linear_f32")(lambda x, w: x.new_empty(x.shape[0], w.shape[0]))
-    torch.library.register_fake("minisgl::linear_int8")(lambda x, q, d: x.new_empty(x.shape[0], q.shape[0]))
-    torch.library.register_fake("minisgl::linear_int4")(lambda x, q, d, m: x.new_empty(x.shape[0], q.shape[0]))
+    torch.library.register_fake("minisgl::linear_int8")(lambda x, blocks, n: x.new_empty(x.shape[0], n))
+    torch.library.register_fake("minisgl::linear_int4")(lambda x, blocks, n: x.new_empty(x.shape[0], n))
     # RMSNorm（rms_norm.cpp）：输出是和 x 同形状的连续张量；带残差的版本还返回 x + residual
     torch.library.register_fake("minisgl::rms_norm")(lambda x, w, eps: x.new_empty(x.shape))
     torch.library.register_fake("minisgl::add_rms_norm")(lambda x, r, w, eps: (x.new_empty(x.shape),

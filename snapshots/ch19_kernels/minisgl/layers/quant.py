@@ -7,9 +7,13 @@ decode 时 x 只有几行，y = x @ W.T 的时间几乎全花在把 W 从内存�
 量化按组：每行相邻的 32 个权重一组，共用一个缩放 d（int4 还有一个最小值 m）。
 int8：q = round(w / d) ∈ [-127, 127]，d = 组内最大绝对值 / 127，w ≈ d·q。
 int4：q = round((w - m) / d) ∈ [0, 15]，m = 组内最小值，d = (最大值 - m) / 15，w ≈ d·q + m。
+d、m 和 GGUF 里一样存成 float16（先取到 float16 的格点上，再用它们算 q）：每组 32 个数只多 2 或 4 字节。
 组只在一行之内：q/k/v、gate/up 合并成一个层，或者按列切给几个 TP rank，每个数的量化结果都不变。
 量化的权重乘的是按同样的组量化成 int8 的 x（round_activations）：C++ 里一组的点积就全是整数乘加。
 行多时也先这样取整 x，再乘解回来的权重：不管走哪条路，量化的层算的都是 round_activations(x) @ W.T。
+
+C++ 算子读的是“16 行交错”的存法（interleave_int8 / interleave_int4，布局见 linear.cpp 开头）：
+16 行的同一组挨着放，一条向量指令同时推进 16 行；d、m 跟在各自那块权重后面，整层只有一条字节流。
 
 Engine 加载完权重后调用 prepare_linear_layers，给每个线性层和 LM head 装上一个"怎么乘"的对象。
 """
@@ -30,15 +34,21 @@ logger = init_logger(__name__)
 
 GROUP = 32  # 量化分组的大小（linear.cpp 的 kGroup）
 SMALL_BATCH = 8  # x 不超过这么多行时走 C++ GEMV（linear.cpp 的 kMaxRows）
+LANES = 16  # 交错存放的行数（linear.cpp 的 kLanes）
 QUANTIZATIONS = ("int8", "int4")
 CPU_KERNELS = ("auto", "torch", "cpp")
+
+
+def to_half_grid(v: torch.Tensor) -> torch.Tensor:
+    """取到最近的 float16 上（dtype 仍是 float32）：缩放和最小值按 float16 存，量化时就用存下来的那个值。"""
+    return v.half().float()
 
 
 def quantize_int8(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """w [N, K] → (q int8 [N, K], d float32 [N, K/32])。"""
     n, k = w.shape
     groups = w.float().view(n, k // GROUP, GROUP)
-    d = groups.abs().amax(dim=-1) / 127
+    d = to_half_grid(groups.abs().amax(dim=-1) / 127)
     q = torch.round(groups / d.clamp_min(1e-30).unsqueeze(-1)).clamp(-127, 127)
     return q.to(torch.int8).view(n, k).contiguous(), d.contiguous()
 
@@ -56,8 +66,8 @@ def quantize_int4(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Te
     """
     n, k = w.shape
     groups = w.float().view(n, k // GROUP, GROUP)
-    m = groups.amin(dim=-1)
-    d = (groups.amax(dim=-1) - m) / 15
+    m = to_half_grid(groups.amin(dim=-1))
+    d = to_half_grid((groups.amax(dim=-1) - m) / 15)
     q = torch.round((groups - m.unsqueeze(-1)) / d.clamp_min(1e-30).unsqueeze(-1)).clamp(0, 15)
     q = q.to(torch.uint8).view(n, k)
     packed = q[:, : k // 2] | (q[:, k // 2:] << 4)
@@ -103,18 +113,81 @@ class DenseMatmul:
         return F.linear(x, self.weight)
 
 
+def _pad_rows(t: torch.Tensor) -> torch.Tensor:
+    """补 0 行到 16 的倍数（最后一块不满 16 行时）。"""
+    pad = (-t.shape[0]) % LANES
+    return torch.cat([t, t.new_zeros(pad, *t.shape[1:])]) if pad else t
+
+
+def _halves_by_block(v: torch.Tensor) -> torch.Tensor:
+    """[N, G] 的 d 或 m → 每块 16 行的 float16，按字节 [ceil(N/16), G, 32]。"""
+    v = _pad_rows(v).half()
+    return v.view(-1, LANES, v.shape[1]).transpose(1, 2).contiguous().view(torch.uint8)
+
+
+def interleave_int8(q: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
+    """(q int8 [N, K], d [N, K/32]) → uint8 [ceil(N/16), K/32, 16·32 + 32]：一块是 16 行的同一组。
+
+    块里第 s 段 64 字节（s = 0..7）的第 j 个 32 位格子，是第 j 行这一组的第 4s..4s+3 个数；后面是 16 个 d。
+    """
+    q = _pad_rows(q)
+    nb, g = q.shape[0] // LANES, q.shape[1] // GROUP
+    cells = q.view(nb, LANES, g, 8, 4).permute(0, 2, 3, 1, 4).reshape(nb, g, 8 * LANES * 4)  # [块, 组, s, 行, 4]
+    return torch.cat([cells.view(torch.uint8), _halves_by_block(d)], dim=2).contiguous()
+
+
+def interleave_int4(packed: torch.Tensor, d: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    """(quantize_int4 的三个张量) → uint8 [ceil(N/16), K/32, 16·16 + 64]：一块是 16 行的同一组。
+
+    块里第 s 段 64 字节（s = 0..3）的第 j 个格子有 4 个字节：低 4 位是第 j 行这一组的第 4s..4s+3 个数，
+    高 4 位是第 16+4s..16+4s+3 个数；后面是 16 个 d、16 个 m。
+    """
+    q = _pad_rows(torch.cat([packed & 0xF, packed >> 4], dim=1))  # 拆回每个数一个字节 [N, K]
+    nb, g = q.shape[0] // LANES, q.shape[1] // GROUP
+    q = q.view(nb, LANES, g, 2, 4, 4)  # [块, 行, 组, 前/后 16 个, s, 4]
+    cells = (q[:, :, :, 0] | (q[:, :, :, 1] << 4)).permute(0, 2, 3, 1, 4).reshape(nb, g, 4 * LANES * 4)
+    return torch.cat([cells, _halves_by_block(d), _halves_by_block(m)], dim=2).contiguous()
+
+
+def _halves_from_blocks(raw: torch.Tensor, n: int) -> torch.Tensor:
+    """[块, G, 32] 字节 → [N, G] float32：_halves_by_block 的逆。"""
+    nb, g = raw.shape[:2]
+    return raw.contiguous().view(torch.float16).view(nb, g, LANES).transpose(1, 2).reshape(nb * LANES, g)[:n].float()
+
+
+def deinterleave_int8(blocks: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """interleave_int8 的逆：→ (q [N, K], d [N, K/32])。"""
+    nb, g = blocks.shape[:2]
+    cells = blocks[:, :, : 8 * LANES * 4].contiguous().view(torch.int8).view(nb, g, 8, LANES, 4)
+    q = cells.permute(0, 3, 1, 2, 4).reshape(nb * LANES, g * GROUP)[:n]
+    return q.contiguous(), _halves_from_blocks(blocks[:, :, 8 * LANES * 4:], n)
+
+
+def deinterleave_int4(blocks: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """interleave_int4 的逆：→ (packed [N, K/2], d [N, K/32], m [N, K/32])。"""
+    nb, g = blocks.shape[:2]
+    cells = blocks[:, :, : 4 * LANES * 4].reshape(nb, g, 4, LANES, 4).permute(0, 3, 1, 2, 4)  # [块, 行, 组, s, 4]
+    q = torch.stack([cells & 0xF, cells >> 4], dim=3).reshape(nb * LANES, g * GROUP)[:n]  # 每组先前 16 个再后 16 个
+    k = q.shape[1]
+    packed = (q[:, : k // 2] | (q[:, k // 2:] << 4)).contiguous()
+    halves = blocks[:, :, 4 * LANES * 4:]
+    return packed, _halves_from_blocks(halves[:, :, :32], n), _halves_from_blocks(halves[:, :, 32:], n)
+
+
 class Int8Matmul:
-    """int8 分组量化的权重：行少时 C++ 整数点积；行多时权重解回 float32、x 同样取整，交给 torch 的 GEMM。"""
+    """int8 分组量化的权重：行少时 C++ 整数点积（16 行交错的存法）；行多时权重解回 float32、x 同样取整，
+    交给 torch 的 GEMM。"""
 
     def __init__(self, weight: torch.Tensor) -> None:
-        self.q, self.d = quantize_int8(weight)
+        self.n = weight.shape[0]
+        self.blocks = interleave_int8(*quantize_int8(weight))
 
     def dequantize(self) -> torch.Tensor:
-        return dequantize_int8(self.q, self.d)
+        return dequantize_int8(*deinterleave_int8(self.blocks, self.n))
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if x.shape[0] <= SMALL_BATCH:
-            return torch.ops.minisgl.linear_int8(x, self.q, self.d)
+            return torch.ops.minisgl.linear_int8(x, self.blocks, self.n)
         return F.linear(round_activations(x), self.dequantize())
 
 
@@ -122,14 +195,15 @@ class Int4Matmul:
     """int4 分组量化的权重（每组还有一个最小值），用法同 Int8Matmul。"""
 
     def __init__(self, weight: torch.Tensor) -> None:
-        self.q, self.d, self.m = quantize_int4(weight)
+        self.n = weight.shape[0]
+        self.blocks = interleave_int4(*quantize_int4(weight))
 
     def dequantize(self) -> torch.Tensor:
-        return dequantize_int4(self.q, self.d, self.m)
+        return dequantize_int4(*deinterleave_int4(self.blocks, self.n))
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if x.shape[0] <= SMALL_BATCH:
-            return torch.ops.minisgl.linear_int4(x, self.q, self.d, self.m)
+            return torch.ops.minisgl.linear_int4(x, self.blocks, self.n)
         return F.linear(round_activations(x), self.dequantize())
 
 

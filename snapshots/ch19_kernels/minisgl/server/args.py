@@ -139,6 +139,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "RMSNorm 和残差相加一趟做完），或 auto（默认：CPU、float32 上是 cpp）")
     g.add_argument("--quantization", choices=list(QUANTIZATIONS), default=None,
                    help="权重量化（只在 CPU 上）：int8 或 int4，每 32 个权重一组共用缩放（默认不量化）")
+    g.add_argument("--compile-cpp-wrapper", dest="compile_cpp_wrapper", action="store_true",
+                   help="CPU 上编译 decode 时，用 C++ 写调用各个内核的外壳（一步短时快一截，第一次编译慢一倍多）")
     g.add_argument("--cuda-graph-max-bs", "--graph", dest="cuda_graph_max_bs", type=_non_negative_int,
                    default=None, help="decode 录图（GPU 上 CUDA 图，CPU 上 torch.compile）录到多大的批："
                                       "1、2、4，再每 8 个一档；0 表示不录（默认 GPU 上 160，CPU 上 0）")

@@ -144,6 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
                         f"或 auto（默认 {ServerArgs.moe_backend}：编得出 C++ 算子的 CPU 上是 fused）")
     g.add_argument("--ep-size", "--expert-parallel-size", dest="ep_size", type=_positive_int, default=1,
                    help="专家并行：1（默认，每个专家按 TP 切）或等于 --tp-size（每个 rank 放一部分完整的专家）")
+    g.add_argument("--compile-cpp-wrapper", dest="compile_cpp_wrapper", action="store_true",
+                   help="CPU 上编译 decode 时，用 C++ 写调用各个内核的外壳（一步短时快一截，第一次编译慢一倍多）")
     g.add_argument("--cuda-graph-max-bs", "--graph", dest="cuda_graph_max_bs", type=_non_negative_int,
                    default=None, help="decode 录图（GPU 上 CUDA 图，CPU 上 torch.compile）录到多大的批："
                                       "1、2、4，再每 8 个一档；0 表示不录（默认 GPU 上 160，CPU 上 0）")

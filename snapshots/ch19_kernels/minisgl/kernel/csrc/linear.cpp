@@ -1,13 +1,16 @@
 // 小批量线性层 y = x @ W.T 的 CPU 算子：decode 时 x 只有几行，时间全花在把权重从内存读进来上。
 //
-// 权重 W 形状 [N, K]，按行存。输出 y[:, n] 只要 W 的第 n 行：一组 32 个地读，和 x 的 M 行各乘加一次。
-// 每个权重只从内存读一次；N 行分给 torch 的线程池，几个核一起用内存带宽。
-//   float32：一组 32 个 float 直接和 x 乘加。
-//   int8 / int4：权重按 32 个一组量化（int8：w = d·q，q ∈ [-127, 127]；int4：w = d·q + m，q ∈ [0, 15]），
-//     x 也按同样的 32 个一组量化成 int8（每组一个缩放 dx）：一组的点积 Σ q·xq 全是整数乘加，
-//     最后乘一次 d·dx。整数乘加的循环，编译器在有 VNNI 的 CPU 上编成 vpdpbusd：一条指令做 32 对
-//     u8 × s8 的乘加——这是权重读得少之后，解包还能跟上内存带宽的原因（llama.cpp 的 Q4_1 × Q8_1 也这样算）。
-//     int4 一行 K 个数装进 K/2 个字节：第 j 个字节的低 4 位是第 j 个数、高 4 位是第 j + K/2 个数。
+// float32：权重 W 按行存 [N, K]。一行一行地读，和 x 的 M 行各乘加一次；N 行分给 torch 的线程池。
+//   软件预取：读第 k 个数时先让内存把 2 KB 之后的那段送进缓存，读到那里时它已经在了。
+// int8 / int4：权重按 32 个一组量化（int8：w = d·q；int4：w = d·q + m），x 也按同样的 32 个一组
+//   取整成 int8（每组一个缩放 dx），一组的点积就全是整数乘加，最后乘一次 d·dx。
+//   权重在这里是“16 行交错”的存法（quant.py 的 interleave_int8 / interleave_int4 排好）：
+//   16 行的第 g 组放在一起，每个 32 位的格子里是“某一行的 4 个相邻的数”，16 行正好占满一个 512 位寄存器。
+//   一条 vpdpbusd（AVX-512 VNNI）把 16 个格子各自的 4 对 u8 × s8 乘加进 16 个 int32：16 行同时前进 4 个数，
+//   x 的 4 个数广播到每个格子。8 条之后 16 行的第 g 组都做完了，转成 float、乘上 16 行各自的 d·dx，
+//   一个寄存器就是 16 个输出的部分和，不用横向求和。
+//   一块（16 行 × 一组）在内存里是连续的：权重的格子后面跟着这 16 行的 d（int4 还有 m，都是 float16），
+//   整个算子只有一条从头读到尾的字节流，预取最好做。
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/library.h>
@@ -16,51 +19,74 @@
 #include <cmath>
 #include <vector>
 
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)  // -march=native 在有 VNNI 的 CPU 上定义这两个宏
+#if defined(__AVX512VNNI__) && defined(__AVX512F__)  // -march=native 在有 VNNI 的 CPU 上定义这两个宏
 #include <immintrin.h>
 #define MINISGL_VNNI 1
 #endif
 
 namespace {
 
-constexpr int64_t kGroup = 32;  // 量化分组的大小
-constexpr int64_t kMaxRows = 8;  // x 最多几行：更多行时矩阵乘是算力活，交给 torch 的 GEMM
+constexpr int64_t kGroup = 32;     // 量化分组的大小
+constexpr int64_t kMaxRows = 8;    // x 最多几行：更多行时矩阵乘是算力活，交给 torch 的 GEMM
+constexpr int64_t kLanes = 16;     // 交错存放的行数：一个 512 位寄存器里 16 个 int32
+// 软件预取提前多少字节：float32 2 KB、量化的 4 KB（写本章的机器上试出来的；太近来不及，太远会被挤出缓存）
+constexpr int64_t kAheadF32 = 2048, kAheadQuantized = 4096;
+// 一块（16 行 × 一组）的字节数：权重 + 16 个 float16 的 d（int4 再加 16 个 m）
+constexpr int64_t kInt8Block = kLanes * kGroup + kLanes * 2;
+constexpr int64_t kInt4Block = kLanes * kGroup / 2 + kLanes * 4;
 
-// float32 权重：每行 x 一个 32 宽的累加器，每组只做逐元素的乘加（向量指令），整行做完才横向求和一次
-at::Tensor gemv_f32(const at::Tensor& x, const float* w, int64_t N) {
-  const int64_t M = x.size(0), K = x.size(1);
-  at::Tensor y = at::empty({M, N}, x.options());
-  const float* xp = x.data_ptr<float>();
-  float* yp = y.data_ptr<float>();
-  at::parallel_for(0, N, 16, [&](int64_t n0, int64_t n1) {
-    for (int64_t n = n0; n < n1; ++n) {
-      float acc[kMaxRows][kGroup] = {};
-      for (int64_t g = 0; g < K / kGroup; ++g) {
-        const float* wg = w + n * K + g * kGroup;
-        for (int64_t i = 0; i < M; ++i) {
-          const float* xg = xp + i * K + g * kGroup;
+// float32 权重：M 是编译期常数，M 行的累加器都留在寄存器里；每行 32 个一组逐元素乘加，整行做完才横向求和
+template <int M>
+void gemv_f32_rows(const float* x, const float* w, float* y, int64_t K, int64_t N, int64_t n0, int64_t n1) {
+  for (int64_t n = n0; n < n1; ++n) {
+    const float* row = w + n * K;
+    float acc[M][kGroup] = {};
+    for (int64_t k = 0; k < K; k += kGroup) {
+      __builtin_prefetch(reinterpret_cast<const char*>(row + k) + kAheadF32);  // 一组 128 字节 = 两条缓存行
+      __builtin_prefetch(reinterpret_cast<const char*>(row + k) + kAheadF32 + 64);
+      for (int i = 0; i < M; ++i) {
 #pragma omp simd
-          for (int64_t t = 0; t < kGroup; ++t) acc[i][t] += xg[t] * wg[t];
-        }
-      }
-      for (int64_t i = 0; i < M; ++i) {
-        float dot = 0.f;
-#pragma omp simd reduction(+ : dot)
-        for (int64_t t = 0; t < kGroup; ++t) dot += acc[i][t];
-        yp[i * N + n] = dot;
+        for (int64_t t = 0; t < kGroup; ++t) acc[i][t] += x[i * K + k + t] * row[k + t];
       }
     }
-  });
-  return y;
+    for (int i = 0; i < M; ++i) {
+      float dot = 0.f;
+#pragma omp simd reduction(+ : dot)
+      for (int64_t t = 0; t < kGroup; ++t) dot += acc[i][t];
+      y[i * N + n] = dot;
+    }
+  }
 }
 
+// 把运行时的行数 M 换成编译期常数：调用 F<1> … F<8> 之一
+template <template <int> class F, typename... Args>
+void dispatch_rows(int64_t M, Args&&... args) {
+  switch (M) {
+    case 1: F<1>::run(args...); break;
+    case 2: F<2>::run(args...); break;
+    case 3: F<3>::run(args...); break;
+    case 4: F<4>::run(args...); break;
+    case 5: F<5>::run(args...); break;
+    case 6: F<6>::run(args...); break;
+    case 7: F<7>::run(args...); break;
+    default: F<8>::run(args...); break;
+  }
+}
+
+template <int M>
+struct GemvF32 {
+  static void run(const float* x, const float* w, float* y, int64_t K, int64_t N) {
+    at::parallel_for(0, N, 16, [&](int64_t n0, int64_t n1) { gemv_f32_rows<M>(x, w, y, K, N, n0, n1); });
+  }
+};
+
 // x 按 32 个一组量化成 int8：dx = 组内最大绝对值 / 127，xq = round(x / dx)。
-// 还记下每组的 Σ xq（int4 的 m 项、int8 的 +128 修正要它）。只有 M ≤ 8 行，这一步相对读权重可以忽略。
+// 还记下每组的 Σ xq（int8 的 +128 修正、int4 的 m 项要它）。只有 M ≤ 8 行，这一步相对读权重可以忽略。
 struct QuantizedX {
   int64_t K, G;
-  std::vector<int8_t> q;    // [M, K]
-  std::vector<float> scale;  // [M, K/32]
-  std::vector<int32_t> sum;  // [M, K/32]
+  std::vector<int8_t> q;     // [M, K]
+  std::vector<float> scale;  // [M, G]
+  std::vector<int32_t> sum;  // [M, G]
 
   explicit QuantizedX(const at::Tensor& x) : K(x.size(1)), G(x.size(1) / kGroup) {
     const int64_t M = x.size(0);
@@ -83,148 +109,180 @@ struct QuantizedX {
   const int8_t* group(int64_t i, int64_t g) const { return q.data() + i * K + g * kGroup; }
 };
 
-// 有 AVX-512 VNNI 时，一组 32 对 u8 × s8 的乘加是一条 vpdpbusd（256 位寄存器，8 个 int32，每个是相邻 4 对之和）。
-// 下面每一行先用它算，8 个部分和转成 float、乘这一组的缩放、加进 8 个 float 的累加器，整行做完才横向求和一次。
-// 没有 VNNI 的机器走后面那段普通的循环：结果相同（整数部分分毫不差，float 只是加法顺序不同），只是慢。
+// 一块 16 行：y[i, 16 行] = Σ_g d·dx·Σ_t q·xq（int4 再加 Σ_g m·dx·Σ_t xq）。
+// int8 的一块：512 字节的权重，第 s 段 64 字节（s = 0..7）的第 j 个 32 位格子 = 第 j 行这一组的第 4s..4s+3 个数；
+// 然后 16 个 d。int4 的一块：256 字节，第 s 段（s = 0..3）第 j 个格子的 4 个字节，低 4 位是第 j 行的
+// 第 4s..4s+3 个数、高 4 位是第 16+4s..16+4s+3 个数；然后 16 个 d、16 个 m。
 #ifdef MINISGL_VNNI
-inline __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
-
-inline float horizontal_sum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+inline __m512i broadcast4(const int8_t* p) { return _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(p)); }
+inline __m512 load_halves(const uint8_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
 
-// acc += scale · (一组 32 对 w × x 的 8 个部分和)
-inline __m256 add_group(__m256 acc, __m256i w_u8, const int8_t* x, float scale) {
-  const __m256i sums = _mm256_dpbusd_epi32(_mm256_setzero_si256(), w_u8, load32(x));
-  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_set1_ps(scale), acc);
-}
-#endif
-
-// int8 权重的一行：Σ_g d·dx·Σ_t q·xq。vpdpbusd 要一个无符号的乘数：q 异或 0x80 就是 q + 128 ∈ [1, 255]，
-// 多算的 128·Σ xq（整数）乘上这一组的缩放再减掉
-struct Int8Rows {
-  const int8_t* q;
-  const float* scale;  // [N, K / 32]
-  int64_t K;
-  float row_dot(int64_t n, const QuantizedX& x, int64_t i) const {
-    const int64_t G = K / kGroup;
-    const int8_t* row = q + n * K;
-    const float* d = scale + n * G;
-    const float* dx = x.scale.data() + i * G;
-    const int32_t* sx = x.sum.data() + i * G;
-    const int8_t* xr = x.group(i, 0);
-    float total = 0.f;
-#ifdef MINISGL_VNNI
-    const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t g = 0; g < G; ++g)
-      acc = add_group(acc, _mm256_xor_si256(load32(row + g * kGroup), flip), xr + g * kGroup, d[g] * dx[g]);
-    total = horizontal_sum(acc);
-    for (int64_t g = 0; g < G; ++g) total -= d[g] * dx[g] * static_cast<float>(128 * sx[g]);
-#else
-    for (int64_t g = 0; g < G; ++g) {
-      int32_t s = 0;
-      for (int64_t t = 0; t < kGroup; ++t) s += static_cast<int32_t>(row[g * kGroup + t]) * xr[g * kGroup + t];
-      total += d[g] * dx[g] * static_cast<float>(s);
+// vpdpbusd 要一个无符号的乘数：int8 的 q 异或 0x80 就是 q + 128 ∈ [1, 255]，多算的 128·Σ xq 在整数里减掉
+template <int M>
+void int8_block(const uint8_t* block, const QuantizedX& x, float* y, int64_t N) {
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  __m512 acc[M];
+  for (int i = 0; i < M; ++i) acc[i] = _mm512_setzero_ps();
+  for (int64_t g = 0; g < x.G; ++g, block += kInt8Block) {
+    for (int64_t c = 0; c < kInt8Block; c += 64) _mm_prefetch(reinterpret_cast<const char*>(block) + kAheadQuantized + c, _MM_HINT_T0);
+    __m512i dot[M];
+    for (int i = 0; i < M; ++i) dot[i] = _mm512_set1_epi32(-128 * x.sum[i * x.G + g]);
+    for (int s = 0; s < 8; ++s) {
+      const __m512i w = _mm512_xor_si512(_mm512_loadu_si512(block + 64 * s), flip);
+      for (int i = 0; i < M; ++i) dot[i] = _mm512_dpbusd_epi32(dot[i], w, broadcast4(x.group(i, g) + 4 * s));
     }
-#endif
-    return total;
+    const __m512 d = load_halves(block + kLanes * kGroup);
+    for (int i = 0; i < M; ++i)
+      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[i]), _mm512_mul_ps(d, _mm512_set1_ps(x.scale[i * x.G + g])), acc[i]);
   }
-};
+  for (int i = 0; i < M; ++i) _mm512_storeu_ps(y + i * N, acc[i]);
+}
 
-// int4 权重的一行：Σ_g (d·q + m)·dx·xq = Σ_g d·dx·Σ_t q·xq + Σ_g m·dx·Σ_t xq。
-// 同一段 32 个字节的低 4 位是第 g 组、高 4 位是第 g + G/2 组：读一次，两组都算
-struct Int4Rows {
-  const uint8_t* q;    // [N, K / 2]
-  const float* scale;  // [N, K / 32]
-  const float* minv;   // [N, K / 32]
-  int64_t K;
-  float row_dot(int64_t n, const QuantizedX& x, int64_t i) const {
-    const int64_t G = K / kGroup, half = G / 2;
-    const uint8_t* row = q + n * (K / 2);
-    const float* d = scale + n * G;
-    const float* m = minv + n * G;
-    const float* dx = x.scale.data() + i * G;
-    const int32_t* sx = x.sum.data() + i * G;
-    const int8_t* xr = x.group(i, 0);
-    float total = 0.f;
-    for (int64_t g = 0; g < G; ++g) total += m[g] * dx[g] * static_cast<float>(sx[g]);  // m 项
-#ifdef MINISGL_VNNI
-    const __m256i low4 = _mm256_set1_epi8(0x0F);
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t g = 0; g < half; ++g) {
-      const __m256i b = load32(row + g * kGroup);
-      acc = add_group(acc, _mm256_and_si256(b, low4), xr + g * kGroup, d[g] * dx[g]);
-      acc = add_group(acc, _mm256_and_si256(_mm256_srli_epi16(b, 4), low4), xr + (g + half) * kGroup,
-                      d[g + half] * dx[g + half]);
+template <int M>
+void int4_block(const uint8_t* block, const QuantizedX& x, float* y, int64_t N) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  __m512 acc[M];
+  for (int i = 0; i < M; ++i) acc[i] = _mm512_setzero_ps();
+  for (int64_t g = 0; g < x.G; ++g, block += kInt4Block) {
+    for (int64_t c = 0; c < kInt4Block; c += 64) _mm_prefetch(reinterpret_cast<const char*>(block) + kAheadQuantized + c, _MM_HINT_T0);
+    __m512i lo[4], hi[4];  // 16 行这一组的 32 个数：lo[s] 是第 4s..4s+3 个，hi[s] 是第 16+4s..16+4s+3 个
+    for (int s = 0; s < 4; ++s) {
+      const __m512i b = _mm512_loadu_si512(block + 64 * s);
+      lo[s] = _mm512_and_si512(b, low4);
+      hi[s] = _mm512_and_si512(_mm512_srli_epi16(b, 4), low4);
     }
-    total += horizontal_sum(acc);
-#else
-    for (int64_t g = 0; g < half; ++g) {
-      const uint8_t* b = row + g * kGroup;
-      int32_t lo = 0, hi = 0;
-      for (int64_t t = 0; t < kGroup; ++t) {
-        lo += static_cast<int32_t>(b[t] & 0xF) * xr[g * kGroup + t];
-        hi += static_cast<int32_t>(b[t] >> 4) * xr[(g + half) * kGroup + t];
+    const __m512 d = load_halves(block + kLanes * kGroup / 2), m = load_halves(block + kLanes * kGroup / 2 + 32);
+    for (int i = 0; i < M; ++i) {
+      const int8_t* xg = x.group(i, g);
+      __m512i dot_lo = _mm512_setzero_si512(), dot_hi = _mm512_setzero_si512();  // 两条链：相邻的乘加不互相等
+      for (int s = 0; s < 4; ++s) {
+        dot_lo = _mm512_dpbusd_epi32(dot_lo, lo[s], broadcast4(xg + 4 * s));
+        dot_hi = _mm512_dpbusd_epi32(dot_hi, hi[s], broadcast4(xg + 16 + 4 * s));
       }
-      total += d[g] * dx[g] * static_cast<float>(lo) + d[g + half] * dx[g + half] * static_cast<float>(hi);
+      const float dx = x.scale[i * x.G + g];
+      const __m512 dot = _mm512_cvtepi32_ps(_mm512_add_epi32(dot_lo, dot_hi));
+      acc[i] = _mm512_fmadd_ps(dot, _mm512_mul_ps(d, _mm512_set1_ps(dx)), acc[i]);
+      acc[i] = _mm512_fmadd_ps(m, _mm512_set1_ps(dx * static_cast<float>(x.sum[i * x.G + g])), acc[i]);  // m 项
     }
+  }
+  for (int i = 0; i < M; ++i) _mm512_storeu_ps(y + i * N, acc[i]);
+}
+#else
+// 没有 AVX-512 VNNI 的机器：同样的块，普通的整数循环。整数部分分毫不差，float 只是加法顺序不同，只是慢
+inline float half_to_float(const uint8_t* p, int64_t lane) {
+  return static_cast<float>(reinterpret_cast<const at::Half*>(p)[lane]);
+}
+
+template <int M>
+void int8_block(const uint8_t* block, const QuantizedX& x, float* y, int64_t N) {
+  float acc[M][kLanes] = {};
+  for (int64_t g = 0; g < x.G; ++g, block += kInt8Block) {
+    const int8_t* q = reinterpret_cast<const int8_t*>(block);
+    for (int64_t j = 0; j < kLanes; ++j) {
+      const float d = half_to_float(block + kLanes * kGroup, j);
+      for (int i = 0; i < M; ++i) {
+        const int8_t* xg = x.group(i, g);
+        int32_t dot = 0;
+        for (int s = 0; s < 8; ++s)
+          for (int b = 0; b < 4; ++b) dot += static_cast<int32_t>(q[64 * s + 4 * j + b]) * xg[4 * s + b];
+        acc[i][j] += d * x.scale[i * x.G + g] * static_cast<float>(dot);
+      }
+    }
+  }
+  for (int i = 0; i < M; ++i)
+    for (int64_t j = 0; j < kLanes; ++j) y[i * N + j] = acc[i][j];
+}
+
+template <int M>
+void int4_block(const uint8_t* block, const QuantizedX& x, float* y, int64_t N) {
+  float acc[M][kLanes] = {};
+  for (int64_t g = 0; g < x.G; ++g, block += kInt4Block) {
+    for (int64_t j = 0; j < kLanes; ++j) {
+      const float d = half_to_float(block + kLanes * kGroup / 2, j);
+      const float m = half_to_float(block + kLanes * kGroup / 2 + 32, j);
+      for (int i = 0; i < M; ++i) {
+        const int8_t* xg = x.group(i, g);
+        int32_t dot = 0;
+        for (int s = 0; s < 4; ++s)
+          for (int b = 0; b < 4; ++b) {
+            const uint8_t byte = block[64 * s + 4 * j + b];
+            dot += static_cast<int32_t>(byte & 0xF) * xg[4 * s + b] + static_cast<int32_t>(byte >> 4) * xg[16 + 4 * s + b];
+          }
+        const float dx = x.scale[i * x.G + g];
+        acc[i][j] += d * dx * static_cast<float>(dot) + m * dx * static_cast<float>(x.sum[i * x.G + g]);
+      }
+    }
+  }
+  for (int i = 0; i < M; ++i)
+    for (int64_t j = 0; j < kLanes; ++j) y[i * N + j] = acc[i][j];
+}
 #endif
-    return total;
+
+template <int M>
+struct Int8Blocks {
+  static void run(const uint8_t* blocks, const QuantizedX& x, float* y, int64_t NB, int64_t N) {
+    at::parallel_for(0, NB, 1, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) int8_block<M>(blocks + b * x.G * kInt8Block, x, y + b * kLanes, N);
+    });
   }
 };
 
-template <typename Rows>
-at::Tensor gemv_quantized(const at::Tensor& x, const Rows& rows, int64_t N) {
-  const int64_t M = x.size(0);
-  const QuantizedX xq(x);
-  at::Tensor y = at::empty({M, N}, x.options());
-  float* yp = y.data_ptr<float>();
-  at::parallel_for(0, N, 16, [&](int64_t n0, int64_t n1) {
-    for (int64_t n = n0; n < n1; ++n)
-      for (int64_t i = 0; i < M; ++i) yp[i * N + n] = rows.row_dot(n, xq, i);  // 这一行权重刚读进缓存，M 行 x 都用它
-  });
-  return y;
-}
+template <int M>
+struct Int4Blocks {
+  static void run(const uint8_t* blocks, const QuantizedX& x, float* y, int64_t NB, int64_t N) {
+    at::parallel_for(0, NB, 1, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) int4_block<M>(blocks + b * x.G * kInt4Block, x, y + b * kLanes, N);
+    });
+  }
+};
 
 at::Tensor check_x(const at::Tensor& x, int64_t K) {
   TORCH_CHECK(x.dim() == 2 && x.scalar_type() == at::kFloat, "x 必须是 float32 的 [M, K]");
   TORCH_CHECK(x.size(1) == K, "x 有 ", x.size(1), " 列，权重要 ", K, " 列");
-  TORCH_CHECK(x.size(0) <= kMaxRows, "x 最多 ", kMaxRows, " 行，收到 ", x.size(0));
+  TORCH_CHECK(x.size(0) >= 1 && x.size(0) <= kMaxRows, "x 要有 1 到 ", kMaxRows, " 行，收到 ", x.size(0));
   return x.contiguous();
 }
 
 at::Tensor linear_f32(const at::Tensor& x, const at::Tensor& w) {
   TORCH_CHECK(w.dim() == 2 && w.scalar_type() == at::kFloat && w.is_contiguous(), "w 必须是连续的 float32 [N, K]");
   TORCH_CHECK(w.size(1) % kGroup == 0, "K 必须是 32 的倍数，收到 ", w.size(1));
-  return gemv_f32(check_x(x, w.size(1)), w.data_ptr<float>(), w.size(0));
+  const at::Tensor xc = check_x(x, w.size(1));
+  at::Tensor y = at::empty({xc.size(0), w.size(0)}, xc.options());
+  dispatch_rows<GemvF32>(xc.size(0), xc.data_ptr<float>(), w.data_ptr<float>(), y.data_ptr<float>(), w.size(1),
+                         w.size(0));
+  return y;
 }
 
-at::Tensor linear_int8(const at::Tensor& x, const at::Tensor& q, const at::Tensor& scale) {
-  TORCH_CHECK(q.dim() == 2 && q.scalar_type() == at::kChar && q.is_contiguous(), "q 必须是连续的 int8 [N, K]");
-  const int64_t N = q.size(0), K = q.size(1);
-  TORCH_CHECK(K % kGroup == 0 && scale.is_contiguous() && scale.numel() == N * (K / kGroup), "scale 必须是 [N, K/32]");
-  return gemv_quantized(check_x(x, K), Int8Rows{q.data_ptr<int8_t>(), scale.data_ptr<float>(), K}, N);
+// 交错存放的权重：uint8 的 [ceil(N/16), K/32, 每块的字节数]；N 是真正的行数（最后一块可能补了 0 行）
+template <template <int> class Blocks>
+at::Tensor linear_blocks(const at::Tensor& x, const at::Tensor& blocks, int64_t N, int64_t block_bytes) {
+  TORCH_CHECK(blocks.dim() == 3 && blocks.scalar_type() == at::kByte && blocks.is_contiguous() &&
+                  blocks.size(2) == block_bytes,
+              "blocks 必须是连续的 uint8 [ceil(N/16), K/32, ", block_bytes, "]");
+  const int64_t NB = blocks.size(0);
+  TORCH_CHECK(N > (NB - 1) * kLanes && N <= NB * kLanes, "N = ", N, " 和 ", NB, " 块（每块 16 行）对不上");
+  const QuantizedX xq(check_x(x, blocks.size(1) * kGroup));
+  at::Tensor y = at::empty({x.size(0), NB * kLanes}, x.options());  // 每块写满 16 个输出，多出的列最后切掉
+  dispatch_rows<Blocks>(x.size(0), blocks.data_ptr<uint8_t>(), xq, y.data_ptr<float>(), NB, NB * kLanes);
+  return NB * kLanes == N ? y : y.narrow(1, 0, N).contiguous();
 }
 
-at::Tensor linear_int4(const at::Tensor& x, const at::Tensor& q, const at::Tensor& scale, const at::Tensor& minv) {
-  TORCH_CHECK(q.dim() == 2 && q.scalar_type() == at::kByte && q.is_contiguous(), "q 必须是连续的 uint8 [N, K/2]");
-  const int64_t N = q.size(0), K = q.size(1) * 2;
-  TORCH_CHECK(K % (2 * kGroup) == 0, "int4 的 K 必须是 64 的倍数，收到 ", K);
-  TORCH_CHECK(scale.is_contiguous() && scale.numel() == N * (K / kGroup), "scale 必须是 [N, K/32]");
-  TORCH_CHECK(minv.is_contiguous() && minv.numel() == N * (K / kGroup), "minv 必须是 [N, K/32]");
-  return gemv_quantized(check_x(x, K), Int4Rows{q.data_ptr<uint8_t>(), scale.data_ptr<float>(),
-                                                minv.data_ptr<float>(), K}, N);
+at::Tensor linear_int8(const at::Tensor& x, const at::Tensor& blocks, int64_t N) {
+  return linear_blocks<Int8Blocks>(x, blocks, N, kInt8Block);
+}
+
+at::Tensor linear_int4(const at::Tensor& x, const at::Tensor& blocks, int64_t N) {
+  return linear_blocks<Int4Blocks>(x, blocks, N, kInt4Block);
 }
 
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(minisgl, m) {
   m.def("linear_f32(Tensor x, Tensor w) -> Tensor");
-  m.def("linear_int8(Tensor x, Tensor q, Tensor scale) -> Tensor");
-  m.def("linear_int4(Tensor x, Tensor q, Tensor scale, Tensor minv) -> Tensor");
+  m.def("linear_int8(Tensor x, Tensor blocks, int n) -> Tensor");
+  m.def("linear_int4(Tensor x, Tensor blocks, int n) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(minisgl, CPU, m) {
