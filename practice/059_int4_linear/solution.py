@@ -8,7 +8,6 @@ from __future__ import annotations
 import torch
 
 GROUP = 32  # 一组几个数
-MAX_ROWS = 8  # linear_int4 的 x 最多几行（linear.cpp 的 kMaxRows）
 
 
 def quantize_int4(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -44,11 +43,11 @@ def dequantize_int4(packed: torch.Tensor, d: torch.Tensor, m: torch.Tensor) -> t
 
 
 def linear_int4(x: torch.Tensor, packed: torch.Tensor, d: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
-    """y = x @ W.T，W 是 (packed, d, m) 表示的 int4 权重；x float32 [M, K]，M ≤ 8。
+    """y = x @ W.T，W 是 (packed, d, m) 表示的 int4 权重；x float32 [M, K]，M ≥ 1。
     一次只解一组 [N, 32]，不造出整块 float32 的 [N, K]。坏参数抛 ValueError。"""
     n, k = _check_weight(packed, d, m)
-    if x.dim() != 2 or x.dtype != torch.float32 or x.shape[1] != k or not 1 <= x.shape[0] <= MAX_ROWS:
-        raise ValueError(f"x 要是 float32 的 [M, {k}]，1 ≤ M ≤ {MAX_ROWS}，收到 {tuple(x.shape)} {x.dtype}")
+    if x.dim() != 2 or x.dtype != torch.float32 or x.shape[1] != k or x.shape[0] < 1:
+        raise ValueError(f"x 要是 float32 的 [M, {k}]，M ≥ 1，收到 {tuple(x.shape)} {x.dtype}")
     groups, half = k // GROUP, k // GROUP // 2  # 前一半的组在低 4 位里，后一半的组在高 4 位里
     y = x.new_zeros(x.shape[0], n)
     for g in range(groups):

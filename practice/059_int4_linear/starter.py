@@ -8,7 +8,6 @@ from __future__ import annotations
 import torch
 
 GROUP = 32  # 一组几个数
-MAX_ROWS = 8  # linear_int4 的 x 最多几行（linear.cpp 的 kMaxRows）
 
 
 def quantize_int4(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -23,6 +22,6 @@ def dequantize_int4(packed: torch.Tensor, d: torch.Tensor, m: torch.Tensor) -> t
 
 
 def linear_int4(x: torch.Tensor, packed: torch.Tensor, d: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
-    """y = x @ W.T，W 是 (packed, d, m) 表示的 int4 权重；x float32 [M, K]，M ≤ 8。
+    """y = x @ W.T，W 是 (packed, d, m) 表示的 int4 权重；x float32 [M, K]，M ≥ 1。
     一次只解一组 [N, 32]（或者几行），不造出整块 float32 的 [N, K]。坏参数抛 ValueError。"""
     raise NotImplementedError

@@ -20,7 +20,7 @@ def dequantize_int4(packed, d, m):
 
 def linear_int4(x, packed, d, m):
     n, k = _check_weight(packed, d, m)
-    if x.dim() != 2 or x.dtype != torch.float32 or x.shape[1] != k or not 1 <= x.shape[0] <= MAX_ROWS:
+    if x.dim() != 2 or x.dtype != torch.float32 or x.shape[1] != k or x.shape[0] < 1:
         raise ValueError("x")
     y = x.new_zeros(x.shape[0], n)
     for g in range(k // GROUP):

@@ -102,6 +102,15 @@ def section_bandwidth(weights: dict[str, torch.Tensor]) -> None:
         base = base or seconds
         print(f"  {name:<15} {seconds * 1e3:6.1f} ms   读 {size / 1e6:5.0f} MB   {size / seconds / 1e9:5.1f} GB/s"
               f"   比 F.linear 快 {base / seconds:4.2f} 倍")
+    # 行多时：float32 交给 torch 的 GEMM（引擎也这样），量化的两种仍走 C++（每 8 行一趟）；LM head 不算在内
+    print(f"  x 有 M 行时（prefill、大批 decode），LM head 以外的 {len(dense) - 1} 层：")
+    for rows in (16, 64, 256):
+        xm = {k: torch.randn(rows, k) for k in xs}
+        t32 = timed(lambda: [F.linear(xm[w.shape[1]], w) for w in big[:-1]], repeat=3)
+        t8 = timed(lambda: [layer(xm[layer.blocks.shape[1] * GROUP]) for layer in int8[:-1]], repeat=3)
+        t4 = timed(lambda: [layer(xm[layer.blocks.shape[1] * GROUP]) for layer in int4[:-1]], repeat=3)
+        print(f"  M = {rows:>3}  float32 GEMM {t32 * 1e3:6.1f} ms   C++ int8 {t8 * 1e3:6.1f} ms（快 {t32 / t8:4.2f} 倍）"
+              f"   C++ int4 {t4 * 1e3:6.1f} ms（快 {t32 / t4:4.2f} 倍）")
 
 
 def section_small_ops() -> None:

@@ -108,7 +108,7 @@ def test_run_offline_generates_exactly_max_tokens_and_equals_one_by_one():
     assert result.output_tokens == sum(r.max_tokens for r in work)
     assert result.input_tokens == sum(len(r.prompt_ids) for r in work) and result.requests == 6
     assert result.output_throughput > 0 and result.total_throughput > result.output_throughput
-    assert [o["token_ids"] for o in batched] == [o["token_ids"] for o in alone]
+    assert [o["token_ids"] for o in batched] == [o["token_ids"] for o in alone] == result.outputs
 
 
 @pytest.fixture(scope="module")

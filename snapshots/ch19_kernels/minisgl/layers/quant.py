@@ -2,15 +2,16 @@
 
 decode 时 x 只有几行，y = x @ W.T 的时间几乎全花在把 W 从内存读进来上：本书的 C++ 算子
 （kernel/csrc/linear.cpp）把权重只读一遍、用满几个核的内存带宽；量化让要读的字节变少。
-行多时（prefill、大批 decode）是算力活，交给 torch 的 GEMM。
+float32 的权重行多时（prefill、大批 decode）是算力活，交给 torch 的 GEMM；量化的权重不管几行都走
+C++：每 8 行一趟，一块权重读进缓存后被各趟复用，整数乘加也比 float32 的 GEMM 快。
 
 量化按组：每行相邻的 32 个权重一组，共用一个缩放 d（int4 还有一个最小值 m）。
 int8：q = round(w / d) ∈ [-127, 127]，d = 组内最大绝对值 / 127，w ≈ d·q。
 int4：q = round((w - m) / d) ∈ [0, 15]，m = 组内最小值，d = (最大值 - m) / 15，w ≈ d·q + m。
 d、m 和 GGUF 里一样存成 float16（先取到 float16 的格点上，再用它们算 q）：每组 32 个数只多 2 或 4 字节。
 组只在一行之内：q/k/v、gate/up 合并成一个层，或者按列切给几个 TP rank，每个数的量化结果都不变。
-量化的权重乘的是按同样的组量化成 int8 的 x（round_activations）：C++ 里一组的点积就全是整数乘加。
-行多时也先这样取整 x，再乘解回来的权重：不管走哪条路，量化的层算的都是 round_activations(x) @ W.T。
+量化的权重乘的是按同样的组量化成 int8 的 x（round_activations）：C++ 里一组的点积就全是整数乘加，
+算的是 round_activations(x) @ 解回来的 W.T（测试拿它当参照）。
 
 C++ 算子读的是“16 行交错”的存法（interleave_int8 / interleave_int4，布局见 linear.cpp 开头）：
 16 行的同一组挨着放，一条向量指令同时推进 16 行；d、m 跟在各自那块权重后面，整层只有一条字节流。
@@ -33,7 +34,7 @@ from .linear import _LinearTPImpl
 logger = init_logger(__name__)
 
 GROUP = 32  # 量化分组的大小（linear.cpp 的 kGroup）
-SMALL_BATCH = 8  # x 不超过这么多行时走 C++ GEMV（linear.cpp 的 kMaxRows）
+SMALL_BATCH = 8  # float32：x 不超过这么多行时走 C++ GEMV，更多行交给 torch（linear.cpp 的 kMaxRows）
 LANES = 16  # 交错存放的行数（linear.cpp 的 kLanes）
 QUANTIZATIONS = ("int8", "int4")
 CPU_KERNELS = ("auto", "torch", "cpp")
@@ -175,8 +176,7 @@ def deinterleave_int4(blocks: torch.Tensor, n: int) -> tuple[torch.Tensor, torch
 
 
 class Int8Matmul:
-    """int8 分组量化的权重：行少时 C++ 整数点积（16 行交错的存法）；行多时权重解回 float32、x 同样取整，
-    交给 torch 的 GEMM。"""
+    """int8 分组量化的权重（16 行交错的存法），C++ 整数点积；x 有几行都行。"""
 
     def __init__(self, weight: torch.Tensor) -> None:
         self.n = weight.shape[0]
@@ -186,9 +186,7 @@ class Int8Matmul:
         return dequantize_int8(*deinterleave_int8(self.blocks, self.n))
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        if x.shape[0] <= SMALL_BATCH:
-            return torch.ops.minisgl.linear_int8(x, self.blocks, self.n)
-        return F.linear(round_activations(x), self.dequantize())
+        return torch.ops.minisgl.linear_int8(x, self.blocks, self.n)
 
 
 class Int4Matmul:
@@ -202,9 +200,7 @@ class Int4Matmul:
         return dequantize_int4(*deinterleave_int4(self.blocks, self.n))
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        if x.shape[0] <= SMALL_BATCH:
-            return torch.ops.minisgl.linear_int4(x, self.blocks, self.n)
-        return F.linear(round_activations(x), self.dequantize())
+        return torch.ops.minisgl.linear_int4(x, self.blocks, self.n)
 
 
 def _matmul_for(weight: torch.Tensor, kind: str | None) -> DenseMatmul | Int8Matmul | Int4Matmul:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from minisgl.core import SamplingParams
 
@@ -16,6 +16,7 @@ class OfflineResult:
     input_tokens: int
     output_tokens: int
     seconds: float
+    outputs: list[list[int]] = field(default_factory=list, repr=False)  # 每个请求生成的 token id，和请求同序
 
     @property
     def output_throughput(self) -> float:
@@ -36,4 +37,5 @@ def run_offline(llm, workload: list[BenchRequest], temperature: float = 0.0) -> 
     seconds = time.perf_counter() - start
     produced = [len(o["token_ids"]) for o in outs]
     assert produced == [r.max_tokens for r in workload], "ignore_eos 的请求应当正好生成 max_tokens 个 token"
-    return OfflineResult(len(workload), sum(len(r.prompt_ids) for r in workload), sum(produced), seconds)
+    return OfflineResult(len(workload), sum(len(r.prompt_ids) for r in workload), sum(produced), seconds,
+                         [o["token_ids"] for o in outs])

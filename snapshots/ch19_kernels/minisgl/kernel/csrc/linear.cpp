@@ -27,7 +27,7 @@
 namespace {
 
 constexpr int64_t kGroup = 32;     // 量化分组的大小
-constexpr int64_t kMaxRows = 8;    // x 最多几行：更多行时矩阵乘是算力活，交给 torch 的 GEMM
+constexpr int64_t kMaxRows = 8;    // 一次算几行 x：8 行的累加器正好留在寄存器里（float32 最多接 8 行）
 constexpr int64_t kLanes = 16;     // 交错存放的行数：一个 512 位寄存器里 16 个 int32
 // 软件预取提前多少字节：float32 2 KB、量化的 4 KB（写本章的机器上试出来的；太近来不及，太远会被挤出缓存）
 constexpr int64_t kAheadF32 = 2048, kAheadQuantized = 4096;
@@ -81,30 +81,32 @@ struct GemvF32 {
 };
 
 // x 按 32 个一组量化成 int8：dx = 组内最大绝对值 / 127，xq = round(x / dx)。
-// 还记下每组的 Σ xq（int8 的 +128 修正、int4 的 m 项要它）。只有 M ≤ 8 行，这一步相对读权重可以忽略。
+// 还记下每组的 Σ xq（int8 的 +128 修正、int4 的 m 项要它）。每个 x 只取整一次，再和整层权重相乘。
 struct QuantizedX {
-  int64_t K, G;
+  int64_t M, K, G;
   std::vector<int8_t> q;     // [M, K]
   std::vector<float> scale;  // [M, G]
   std::vector<int32_t> sum;  // [M, G]
 
-  explicit QuantizedX(const at::Tensor& x) : K(x.size(1)), G(x.size(1) / kGroup) {
-    const int64_t M = x.size(0);
+  explicit QuantizedX(const at::Tensor& x) : M(x.size(0)), K(x.size(1)), G(x.size(1) / kGroup) {
     q.resize(M * K), scale.resize(M * G), sum.resize(M * G);
     const float* xp = x.data_ptr<float>();
-    for (int64_t i = 0; i < M * G; ++i) {  // 第 i 组 = 第 i / G 行的第 i % G 组（行是连续的）
-      const float* v = xp + i * kGroup;
-      float amax = 0.f;
-      for (int64_t t = 0; t < kGroup; ++t) amax = std::max(amax, std::fabs(v[t]));
-      const float d = amax * (1.0f / 127.0f), inv = d > 0.f ? 1.0f / d : 0.f;  // 和 quant.py 的参照同样的算法
-      int32_t total = 0;
-      for (int64_t t = 0; t < kGroup; ++t) {
-        const int8_t r = static_cast<int8_t>(std::nearbyint(v[t] * inv));  // 四舍六入五成双，同 torch.round
-        q[i * kGroup + t] = r;
-        total += r;
+    // 第 i 组 = 第 i / G 行的第 i % G 组（行是连续的）；prefill 时几百行，分给线程池
+    at::parallel_for(0, M * G, 256, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const float* v = xp + i * kGroup;
+        float amax = 0.f;
+        for (int64_t t = 0; t < kGroup; ++t) amax = std::max(amax, std::fabs(v[t]));
+        const float d = amax * (1.0f / 127.0f), inv = d > 0.f ? 1.0f / d : 0.f;  // 和 quant.py 的参照同样的算法
+        int32_t total = 0;
+        for (int64_t t = 0; t < kGroup; ++t) {
+          const int8_t r = static_cast<int8_t>(std::nearbyint(v[t] * inv));  // 四舍六入五成双，同 torch.round
+          q[i * kGroup + t] = r;
+          total += r;
+        }
+        scale[i] = d, sum[i] = total;
       }
-      scale[i] = d, sum[i] = total;
-    }
+    });
   }
   const int8_t* group(int64_t i, int64_t g) const { return q.data() + i * K + g * kGroup; }
 };
@@ -121,27 +123,27 @@ inline __m512 load_halves(const uint8_t* p) {
 
 // vpdpbusd 要一个无符号的乘数：int8 的 q 异或 0x80 就是 q + 128 ∈ [1, 255]，多算的 128·Σ xq 在整数里减掉
 template <int M>
-void int8_block(const uint8_t* block, const QuantizedX& x, float* y, int64_t N) {
+void int8_block(const uint8_t* block, const QuantizedX& x, int64_t row0, float* y, int64_t N) {
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   __m512 acc[M];
   for (int i = 0; i < M; ++i) acc[i] = _mm512_setzero_ps();
   for (int64_t g = 0; g < x.G; ++g, block += kInt8Block) {
     for (int64_t c = 0; c < kInt8Block; c += 64) _mm_prefetch(reinterpret_cast<const char*>(block) + kAheadQuantized + c, _MM_HINT_T0);
     __m512i dot[M];
-    for (int i = 0; i < M; ++i) dot[i] = _mm512_set1_epi32(-128 * x.sum[i * x.G + g]);
+    for (int i = 0; i < M; ++i) dot[i] = _mm512_set1_epi32(-128 * x.sum[(row0 + i) * x.G + g]);
     for (int s = 0; s < 8; ++s) {
       const __m512i w = _mm512_xor_si512(_mm512_loadu_si512(block + 64 * s), flip);
-      for (int i = 0; i < M; ++i) dot[i] = _mm512_dpbusd_epi32(dot[i], w, broadcast4(x.group(i, g) + 4 * s));
+      for (int i = 0; i < M; ++i) dot[i] = _mm512_dpbusd_epi32(dot[i], w, broadcast4(x.group(row0 + i, g) + 4 * s));
     }
     const __m512 d = load_halves(block + kLanes * kGroup);
     for (int i = 0; i < M; ++i)
-      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[i]), _mm512_mul_ps(d, _mm512_set1_ps(x.scale[i * x.G + g])), acc[i]);
+      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[i]), _mm512_mul_ps(d, _mm512_set1_ps(x.scale[(row0 + i) * x.G + g])), acc[i]);
   }
   for (int i = 0; i < M; ++i) _mm512_storeu_ps(y + i * N, acc[i]);
 }
 
 template <int M>
-void int4_block(const uint8_t* block, const QuantizedX& x, float* y, int64_t N) {
+void int4_block(const uint8_t* block, const QuantizedX& x, int64_t row0, float* y, int64_t N) {
   const __m512i low4 = _mm512_set1_epi8(0x0F);
   __m512 acc[M];
   for (int i = 0; i < M; ++i) acc[i] = _mm512_setzero_ps();
@@ -155,16 +157,16 @@ void int4_block(const uint8_t* block, const QuantizedX& x, float* y, int64_t N) 
     }
     const __m512 d = load_halves(block + kLanes * kGroup / 2), m = load_halves(block + kLanes * kGroup / 2 + 32);
     for (int i = 0; i < M; ++i) {
-      const int8_t* xg = x.group(i, g);
+      const int8_t* xg = x.group(row0 + i, g);
       __m512i dot_lo = _mm512_setzero_si512(), dot_hi = _mm512_setzero_si512();  // 两条链：相邻的乘加不互相等
       for (int s = 0; s < 4; ++s) {
         dot_lo = _mm512_dpbusd_epi32(dot_lo, lo[s], broadcast4(xg + 4 * s));
         dot_hi = _mm512_dpbusd_epi32(dot_hi, hi[s], broadcast4(xg + 16 + 4 * s));
       }
-      const float dx = x.scale[i * x.G + g];
+      const float dx = x.scale[(row0 + i) * x.G + g];
       const __m512 dot = _mm512_cvtepi32_ps(_mm512_add_epi32(dot_lo, dot_hi));
       acc[i] = _mm512_fmadd_ps(dot, _mm512_mul_ps(d, _mm512_set1_ps(dx)), acc[i]);
-      acc[i] = _mm512_fmadd_ps(m, _mm512_set1_ps(dx * static_cast<float>(x.sum[i * x.G + g])), acc[i]);  // m 项
+      acc[i] = _mm512_fmadd_ps(m, _mm512_set1_ps(dx * static_cast<float>(x.sum[(row0 + i) * x.G + g])), acc[i]);  // m 项
     }
   }
   for (int i = 0; i < M; ++i) _mm512_storeu_ps(y + i * N, acc[i]);
@@ -176,18 +178,18 @@ inline float half_to_float(const uint8_t* p, int64_t lane) {
 }
 
 template <int M>
-void int8_block(const uint8_t* block, const QuantizedX& x, float* y, int64_t N) {
+void int8_block(const uint8_t* block, const QuantizedX& x, int64_t row0, float* y, int64_t N) {
   float acc[M][kLanes] = {};
   for (int64_t g = 0; g < x.G; ++g, block += kInt8Block) {
     const int8_t* q = reinterpret_cast<const int8_t*>(block);
     for (int64_t j = 0; j < kLanes; ++j) {
       const float d = half_to_float(block + kLanes * kGroup, j);
       for (int i = 0; i < M; ++i) {
-        const int8_t* xg = x.group(i, g);
+        const int8_t* xg = x.group(row0 + i, g);
         int32_t dot = 0;
         for (int s = 0; s < 8; ++s)
           for (int b = 0; b < 4; ++b) dot += static_cast<int32_t>(q[64 * s + 4 * j + b]) * xg[4 * s + b];
-        acc[i][j] += d * x.scale[i * x.G + g] * static_cast<float>(dot);
+        acc[i][j] += d * x.scale[(row0 + i) * x.G + g] * static_cast<float>(dot);
       }
     }
   }
@@ -196,22 +198,22 @@ void int8_block(const uint8_t* block, const QuantizedX& x, float* y, int64_t N) 
 }
 
 template <int M>
-void int4_block(const uint8_t* block, const QuantizedX& x, float* y, int64_t N) {
+void int4_block(const uint8_t* block, const QuantizedX& x, int64_t row0, float* y, int64_t N) {
   float acc[M][kLanes] = {};
   for (int64_t g = 0; g < x.G; ++g, block += kInt4Block) {
     for (int64_t j = 0; j < kLanes; ++j) {
       const float d = half_to_float(block + kLanes * kGroup / 2, j);
       const float m = half_to_float(block + kLanes * kGroup / 2 + 32, j);
       for (int i = 0; i < M; ++i) {
-        const int8_t* xg = x.group(i, g);
+        const int8_t* xg = x.group(row0 + i, g);
         int32_t dot = 0;
         for (int s = 0; s < 4; ++s)
           for (int b = 0; b < 4; ++b) {
             const uint8_t byte = block[64 * s + 4 * j + b];
             dot += static_cast<int32_t>(byte & 0xF) * xg[4 * s + b] + static_cast<int32_t>(byte >> 4) * xg[16 + 4 * s + b];
           }
-        const float dx = x.scale[i * x.G + g];
-        acc[i][j] += d * dx * static_cast<float>(dot) + m * dx * static_cast<float>(x.sum[i * x.G + g]);
+        const float dx = x.scale[(row0 + i) * x.G + g];
+        acc[i][j] += d * dx * static_cast<float>(dot) + m * dx * static_cast<float>(x.sum[(row0 + i) * x.G + g]);
       }
     }
   }
@@ -221,27 +223,34 @@ void int4_block(const uint8_t* block, const QuantizedX& x, float* y, int64_t N) 
 #endif
 
 template <int M>
-struct Int8Blocks {
-  static void run(const uint8_t* blocks, const QuantizedX& x, float* y, int64_t NB, int64_t N) {
-    at::parallel_for(0, NB, 1, [&](int64_t b0, int64_t b1) {
-      for (int64_t b = b0; b < b1; ++b) int8_block<M>(blocks + b * x.G * kInt8Block, x, y + b * kLanes, N);
-    });
+struct Int8Rows {
+  static void run(const uint8_t* block, const QuantizedX& x, int64_t row0, float* y, int64_t N) {
+    int8_block<M>(block, x, row0, y + row0 * N, N);
   }
 };
 
 template <int M>
-struct Int4Blocks {
-  static void run(const uint8_t* blocks, const QuantizedX& x, float* y, int64_t NB, int64_t N) {
-    at::parallel_for(0, NB, 1, [&](int64_t b0, int64_t b1) {
-      for (int64_t b = b0; b < b1; ++b) int4_block<M>(blocks + b * x.G * kInt4Block, x, y + b * kLanes, N);
-    });
+struct Int4Rows {
+  static void run(const uint8_t* block, const QuantizedX& x, int64_t row0, float* y, int64_t N) {
+    int4_block<M>(block, x, row0, y + row0 * N, N);
   }
 };
+
+// 一块（16 行权重）乘 x 的全部行，每趟 8 行。第一趟从内存读进这块，之后几趟它还在 L1 里（K = 1536 时 int4 一块
+// 15 KB、int8 26 KB），所以 prefill 的几百行也只从内存读一遍权重；块分给线程池
+template <template <int> class Rows>
+void all_blocks(const uint8_t* blocks, int64_t block_bytes, const QuantizedX& x, float* y, int64_t NB, int64_t N) {
+  at::parallel_for(0, NB, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b)
+      for (int64_t r = 0; r < x.M; r += kMaxRows)
+        dispatch_rows<Rows>(std::min(kMaxRows, x.M - r), blocks + b * x.G * block_bytes, x, r, y + b * kLanes, N);
+  });
+}
 
 at::Tensor check_x(const at::Tensor& x, int64_t K) {
   TORCH_CHECK(x.dim() == 2 && x.scalar_type() == at::kFloat, "x 必须是 float32 的 [M, K]");
   TORCH_CHECK(x.size(1) == K, "x 有 ", x.size(1), " 列，权重要 ", K, " 列");
-  TORCH_CHECK(x.size(0) >= 1 && x.size(0) <= kMaxRows, "x 要有 1 到 ", kMaxRows, " 行，收到 ", x.size(0));
+  TORCH_CHECK(x.size(0) >= 1, "x 至少要有 1 行");
   return x.contiguous();
 }
 
@@ -249,6 +258,8 @@ at::Tensor linear_f32(const at::Tensor& x, const at::Tensor& w) {
   TORCH_CHECK(w.dim() == 2 && w.scalar_type() == at::kFloat && w.is_contiguous(), "w 必须是连续的 float32 [N, K]");
   TORCH_CHECK(w.size(1) % kGroup == 0, "K 必须是 32 的倍数，收到 ", w.size(1));
   const at::Tensor xc = check_x(x, w.size(1));
+  // float32 的行再多就是算力活（每个权重乘很多行），交给 torch 的 GEMM
+  TORCH_CHECK(xc.size(0) <= kMaxRows, "x 要有 1 到 ", kMaxRows, " 行，收到 ", xc.size(0));
   at::Tensor y = at::empty({xc.size(0), w.size(0)}, xc.options());
   dispatch_rows<GemvF32>(xc.size(0), xc.data_ptr<float>(), w.data_ptr<float>(), y.data_ptr<float>(), w.size(1),
                          w.size(0));
@@ -256,7 +267,7 @@ at::Tensor linear_f32(const at::Tensor& x, const at::Tensor& w) {
 }
 
 // 交错存放的权重：uint8 的 [ceil(N/16), K/32, 每块的字节数]；N 是真正的行数（最后一块可能补了 0 行）
-template <template <int> class Blocks>
+template <template <int> class Rows>
 at::Tensor linear_blocks(const at::Tensor& x, const at::Tensor& blocks, int64_t N, int64_t block_bytes) {
   TORCH_CHECK(blocks.dim() == 3 && blocks.scalar_type() == at::kByte && blocks.is_contiguous() &&
                   blocks.size(2) == block_bytes,
@@ -265,16 +276,16 @@ at::Tensor linear_blocks(const at::Tensor& x, const at::Tensor& blocks, int64_t 
   TORCH_CHECK(N > (NB - 1) * kLanes && N <= NB * kLanes, "N = ", N, " 和 ", NB, " 块（每块 16 行）对不上");
   const QuantizedX xq(check_x(x, blocks.size(1) * kGroup));
   at::Tensor y = at::empty({x.size(0), NB * kLanes}, x.options());  // 每块写满 16 个输出，多出的列最后切掉
-  dispatch_rows<Blocks>(x.size(0), blocks.data_ptr<uint8_t>(), xq, y.data_ptr<float>(), NB, NB * kLanes);
+  all_blocks<Rows>(blocks.data_ptr<uint8_t>(), block_bytes, xq, y.data_ptr<float>(), NB, NB * kLanes);
   return NB * kLanes == N ? y : y.narrow(1, 0, N).contiguous();
 }
 
 at::Tensor linear_int8(const at::Tensor& x, const at::Tensor& blocks, int64_t N) {
-  return linear_blocks<Int8Blocks>(x, blocks, N, kInt8Block);
+  return linear_blocks<Int8Rows>(x, blocks, N, kInt8Block);
 }
 
 at::Tensor linear_int4(const at::Tensor& x, const at::Tensor& blocks, int64_t N) {
-  return linear_blocks<Int4Blocks>(x, blocks, N, kInt4Block);
+  return linear_blocks<Int4Rows>(x, blocks, N, kInt4Block);
 }
 
 }  // namespace
