@@ -315,7 +315,7 @@ listing("minisgl/layers/quant.py", "prepare_linear_layers")
 #
 #     先全部检查、再动手，不会量化到一半才发现某一层宽度不对。LM head 在两种量化下都用 int8：logits 对误差最敏感，llama.cpp 的 Q4_1 文件也不把输出层压到 4 位。
 #
-#     量化后线性层的 float32 权重删掉（省内存，也证明 decode 真的没在读它）。prefill 和大批的 decode 也走量化的 C++ 算子，不把权重解回 float32：解一层要写出 4 倍于读进的字节，每步每层都解一遍，比直接用 float32 权重还慢。
+#     量化后线性层的 float32 权重删掉（省内存，也证明 decode 真的没在读它）。prefill 和大批的 decode 也走量化的 C++ 算子，不把权重解回 float32：解一层写出的字节是读进的 4～6 倍，每步每层都解一遍，比直接用 float32 权重还慢。
 #
 # ## 量：和 HF、llama.cpp 比
 #
