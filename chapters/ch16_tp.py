@@ -350,7 +350,7 @@ print_exercise(latency)
 #
 # ## 测试
 #
-# 本章的测试在 `tests/test_ch16_tp.py`，每个 rank 都是真实的进程，上面每一条都有：与 HF 相同（批大小 1、3、8，TP=16，服务器的 TP=2、3、4，两个网络命名空间里的多机）；各 rank 一致（KV 页数、线程、采样、还资源的顺序）；出错时在有限时间内退出；加载只读自己那一份。页面上只跑其中快的那些：TP=16（16 个进程挤在 2 个核上）、起真服务器的 TP=2、3、4 和两个网络命名空间这几个，每个要 10～40 秒，留给 `python tools/steps.py check 16` 跑。死一个 rank 的那个：
+# 本章的测试在 `tests/test_ch16_tp.py`，每个 rank 都是真实的进程，上面每一条都有：与 HF 相同（批大小 1、3、8，TP=16，服务器的 TP=2、3、4，两个网络命名空间里的多机）；各 rank 一致（KV 页数、线程、采样、还资源的顺序）；出错时在有限时间内退出；加载只读自己那一份。页面上只跑快的；TP=16、起服务器的 TP=2、3、4 和两个网络命名空间各要 10～40 秒，留给 `steps.py check 16`。死一个 rank 的那个：
 
 # %% tags=["remove-input"]
 listing("tests/test_ch16_tp.py", "test_when_a_rank_dies_or_hangs_the_others_exit_in_bounded_time")

@@ -88,11 +88,11 @@ section_bandwidth(weights)
 print(f"（机器的 1 分钟平均负载 {os.getloadavg()[0]:.1f}）")
 
 # %% [markdown]
-# 这一次 `F.linear` 读到 26 GB/s，C++ 的大页版 28 GB/s；int8、int4 要读的字节只有 float32 的 27%、18%，时间缩到 5.1、3.2 ms，int4 读到 30 GB/s。
+# 这一次 `F.linear` 读到 20 GB/s，C++ 的大页版 23 GB/s；int8、int4 要读的字节只有 float32 的 27%、18%，时间缩到 6.7、4.9 ms。
 #
 # ??? note "深入：`F.linear` 这一行为什么不稳"
 #
-#     同一次执行里，后面“运行”一节的 main 在一个新进程里量同一件事，`F.linear` 24 GB/s，C++ 的大页版 27 GB/s；上一次执行这一页时，notebook 里的 `F.linear` 只读到 9.3 GB/s，写本章初稿的那台机器上一直是 11 GB/s 左右。MKL 给批大小 1 的乘法挑哪条路、权重碰巧落在什么样的页上，都随机器和进程变；C++ 的大页版每次都在这台机器读内存的带宽附近。所以本章不说“GEMV 比 F.linear 快几倍”，只说：每个权重只读一遍、提前预取、放进大页，就稳稳地贴着带宽读。
+#     这一格紧跟在第一次编译 C++ 算子之后量，机器还没闲下来（负载 1.3）。同一次执行里，后面“运行”一节的 main 在一个新进程里量同一件事，`F.linear` 24 GB/s，C++ 的大页版 28 GB/s，int8、int4 5.7、3.9 ms；上一次执行这一页时，notebook 里的 `F.linear` 是 26 GB/s，再早一次只有 9.3 GB/s，写本章初稿的那台机器上一直是 11 GB/s 左右。MKL 给批大小 1 的乘法挑哪条路、权重碰巧落在什么样的页上，都随机器和进程变；C++ 的大页版每次都在这台机器读内存的带宽附近。所以本章不说“GEMV 比 F.linear 快几倍”，只说：每个权重只读一遍、提前预取、放进大页，就稳稳地贴着带宽读。
 
 #
 # ## 一个 C++ 算子怎么进 torch
@@ -111,7 +111,7 @@ listing("minisgl/kernel/__init__.py", "load_kernels")
 listing("minisgl/kernel/__init__.py", "load_or_build")
 
 # %% [markdown]
-# 缓存里有同名的库就直接 `torch.ops.load_library`，几乎不花时间；没有就交给 `torch.utils.cpp_extension.load`，它写一个 ninja 构建文件、调 g++ 编译链接，十几秒。编不出来（没有编译器、没有 ninja、源码有错）时抛 `KernelsUnavailable`，原因写成一行；`auto` 的设置（注意力后端、线性层）据此退回 torch 的实现，并说一声。
+# 缓存里有同名的库就直接 `torch.ops.load_library`，几乎不花时间；没有就交给 `torch.utils.cpp_extension.load`，它写一个 ninja 构建文件、调 g++ 编译链接，十几秒。编不出来时抛 `KernelsUnavailable`，原因写成一行；`auto` 的设置（注意力后端、线性层）据此退回 torch 的实现，并说一声。
 #
 # 库里没有任何 Python 绑定代码。每个 `.cpp` 文件末尾用 `TORCH_LIBRARY` 登记签名、用 `TORCH_LIBRARY_IMPL` 给 CPU 这个[分派键](../glossary.md#dispatch-key)登记实现；库一加载，这些静态对象的构造函数就跑一遍，算子出现在 `torch.ops.minisgl` 下：
 
@@ -137,7 +137,7 @@ listing("minisgl/kernel/csrc/paged_attention.cpp", "TORCH_LIBRARY")
 #
 #     签名是 PyTorch 自己的 schema 语言：`Tensor(a!)` 表示这个参数会被原地改写（第 18 章的 `store_kv` 就是这样声明的），`-> ()` 表示没有返回值。
 #
-# 分派器按参数所在的设备挑实现：有 CPU 专用的就用它，没有再找 `CompositeExplicitAutograd` 这种“哪个设备都行”的。`store_kv` 的签名和一份 Python 实现在 `kvcache/mha_pool.py` 里登记（CPU、GPU 都能用）；本章的 `store_kv.cpp` 只给 CPU 再登记一份 C++ 实现，库加载以后 CPU 张量就走它。问分派器每个键此刻登记的是谁：
+# 分派器按参数所在的设备挑实现：有 CPU 专用的就用它，没有再找 `CompositeExplicitAutograd` 这种“哪个设备都行”的。`store_kv` 的签名和一份 Python 实现在 `kvcache/mha_pool.py` 里登记；本章的 `store_kv.cpp` 只给 CPU 再登记一份 C++ 实现。问分派器每个键此刻登记的是谁：
 
 # %%
 from minisgl.kernel import load_kernels
@@ -186,7 +186,7 @@ listing("minisgl/layers/quant.py", "interleave_int4")
 # %% [markdown]
 # ??? note "深入：x 怎么量化，int8 的乘数为什么要异或 0x80"
 #
-#     `QuantizedX` 给 x 的每组算 dx = 最大绝对值 / 127、xq = round(x / dx)，顺便记下 Σ xq：int4 的最小值那一项是 m·dx·Σ xq，不用再逐个乘。`vpdpbusd` 要一个无符号、一个有符号的乘数；int8 的权重有正有负，异或 0x80 就变成 q + 128 ∈ [1, 255]，多算的 128·Σ xq 是整数，累加器从 −128·Σ xq 开始就抵掉了（练习 3）。没有 VNNI 的机器走同一个文件里的普通整数循环，读同样的块，只差浮点的舍入（测试用 `-mno-avx512vnni` 另编一份，与同一个参照比）。量化的线性层因此算的是 round(x) @ round(W).T，x 有几行都一样。行多时每 8 行一趟：第一趟把一块 16 行的权重读进 L1，之后几趟都从 L1 读，整层仍只从内存读一遍。
+#     `QuantizedX` 给 x 的每组算 dx = 最大绝对值 / 127、xq = round(x / dx)，顺便记下 Σ xq：int4 的最小值那一项是 m·dx·Σ xq，不用再逐个乘。`vpdpbusd` 要一个无符号、一个有符号的乘数；int8 的权重有正有负，异或 0x80 就变成 q + 128 ∈ [1, 255]，多算的 128·Σ xq 是整数，累加器从 −128·Σ xq 开始就抵掉了（练习 3）。没有 AVX-512 VNNI、只有 AVX2 的机器（多数笔记本）用 `vpmaddubsw` 把两对 u8 × s8 加成 int16、再用 `vpmaddwd` 加成 int32，拼出同样的 4 对乘加；int16 会饱和，所以 int8 改用 |q| 乘“带上 q 的符号的 x”，也就不要 +128 的修正。本页之外另量的（这台机器上关掉 VNNI 另编一份，1 个线程，一层 1536×576）：int4 批大小 1 时 0.030 对 0.039 ms（都在读内存），16 行时 0.23 对 0.15 ms，仍比 float32 的 GEMM（0.65 ms）快。连 AVX2 也没有（比如 ARM）才走普通的整数循环，读同样的块，1 行时 0.29 ms，16 行时 4.3 ms，比 GEMM 慢得多。三条路只差浮点的舍入，测试把后两条各另编一份（`-mno-avx512vnni`、再加 `-mno-avx2`），与同一个参照比。量化的线性层因此算的是 round(x) @ round(W).T，x 有几行都一样。行多时每 8 行一趟：第一趟把一块 16 行的权重读进 L1，之后几趟都从 L1 读，整层仍只从内存读一遍。
 
 # %% tags=["remove-input", "fold"]
 listing("minisgl/kernel/csrc/linear.cpp", "QuantizedX")
@@ -208,7 +208,7 @@ listing("minisgl/layers/hugepages.py", "copy_to_huge_pages")
 # %% [markdown]
 # ## RMSNorm 和写 KV 池：一趟做完
 #
-# 线性层以外，SmolLM2 的一步 decode 还有 61 次 RMSNorm（每层两次，最后再一次）和 30 次写 KV 池。它们搬的字节很少，慢在调用次数：torch 写法的一次“残差相加 + RMSNorm”是加法、平方、求均值、加 eps、rsqrt、两次乘法这七个 aten 算子，每个都要分派、分配输出、把整行读写一遍。`csrc/rms_norm.cpp` 每行只走一趟：先写出 s = x + residual（下一层的残差），顺手累加 s²，再写归一化的结果：
+# 线性层以外，SmolLM2 的一步 decode 还有 61 次 RMSNorm 和 30 次写 KV 池。它们搬的字节很少，慢在调用次数：torch 写法的一次“残差相加 + RMSNorm”是加法、平方、求均值、加 eps、rsqrt、两次乘法这七个 aten 算子，每个都要分派、分配输出、把整行读写一遍。`csrc/rms_norm.cpp` 每行只走一趟：先写出 s = x + residual（下一层的残差），顺手累加 s²，再写归一化的结果：
 
 # %% tags=["remove-input"]
 listing("minisgl/kernel/csrc/rms_norm.cpp", "norm_row")
@@ -234,11 +234,11 @@ from ch19_kernels import section_small_ops
 section_small_ops()
 
 # %% [markdown]
-# 批大小 1 时，一次残差相加 + RMSNorm 从 19.1 µs 降到 2.9 µs，一步 61 次省下约 1 ms；`store_kv` 从 8.7 µs 降到 4.1 µs，一步省约 0.14 ms。合起来约是两个线程时一步 decode（约 27 ms）的 4%。和 torch 写法差 1e-6 上下，贪心结果照样与 HF 相同。
+# 批大小 1 时，一次残差相加 + RMSNorm 从 22.4 µs 降到 3.3 µs，一步 61 次省下约 1.2 ms；`store_kv` 从 8.6 µs 降到 4.3 µs，一步省约 0.13 ms。合起来约是两个线程时一步 decode（约 27 ms）的 5%。和 torch 写法差 1e-6 上下，贪心结果照样与 HF 相同。
 #
 # ??? note "深入：小算子为什么不和带宽比"
 #
-#     一行 576 个数在 3 µs 里只合 4 GB/s，离内存带宽远得很：时间花在调用本身（从 Python 进分派器、分配两块输出、进出线程池），这种小算子要比的是调用的次数，不是字节。32 行时 C++ 版有 35 GB/s，比从内存读权重（大页上 20 GB/s）还快，因为这点数据全在缓存里。编译过的 decode（第 18 章）里，inductor 本来就会把 torch 写法的 RMSNorm 融合成一个循环，C++ 版省下的更少。
+#     一行 576 个数在 3 µs 里只合 3.5 GB/s，离内存带宽远得很：时间花在调用本身（从 Python 进分派器、分配两块输出、进出线程池），这种小算子要比的是调用的次数，不是字节。32 行时 C++ 版有 33 GB/s，比从内存读权重（大页上 23 GB/s）还快，因为这点数据全在缓存里。编译过的 decode（第 18 章）里，inductor 本来就会把 torch 写法的 RMSNorm 融合成一个循环，C++ 版省下的更少。
 #
 # ??? note "深入：GPU 版本"
 #
@@ -271,7 +271,7 @@ from ch19_kernels import section_paged_attention
 section_paged_attention()
 
 # %% [markdown]
-# paged 读到 18 GB/s 上下，是读内存带宽（25.6 GB/s）的七成，比拷出来再 SDPA 快 4–5 倍。
+# paged 读到 17–18 GB/s，是读内存带宽（20.7 GB/s）的八九成，比拷出来再 SDPA 快 4–5 倍。
 #
 # ??? note "深入：和第 17 章的版本比"
 #
@@ -319,7 +319,7 @@ listing("minisgl/layers/quant.py", "prepare_linear_layers")
 #
 # ## 量：和 HF、llama.cpp 比
 #
-# `examples/ch19_bench.py` 让每个参赛者从同一个提示出发贪心生成 64 个 token，只算 decode 的速度；每个线程数一个新进程，轮流跑三轮取中位数。llama.cpp 用的是和我们同一组权重的两个 GGUF。
+# `examples/ch19_bench.py` 让每个参赛者从同一个提示贪心生成 64 个 token，只算 decode；每个线程数一个新进程，轮流跑三轮取中位数。llama.cpp 用的是和我们同一组权重的两个 GGUF。
 #
 # ??? note "深入：怎么量的，llama.cpp 从哪里来"
 #
@@ -352,8 +352,8 @@ plt.tight_layout()
 plt.show()
 
 # %% [markdown]
-# - **float32 赶上了 llama.cpp**：三样都开时是 llama.cpp F32 的 1.14 倍、1.06 倍（一个、两个线程）。
-# - **int4 还差一截**：0.90 倍、0.80 倍（112.5 对 124.9，181.1 对 227.1）。
+# - **float32 和 llama.cpp 不相上下**：三样都开时是 llama.cpp F32 的 1.03 倍、0.95 倍（一个、两个线程；上一次执行是 1.14、1.06 倍）。
+# - **int4 还差一点**：0.96 倍、0.78 倍（97.7 对 102.1，154.2 对 197.6）。
 #
 # ??? note "深入：C++ 外壳，还差在哪里"
 #
@@ -361,7 +361,7 @@ plt.show()
 #
 #     int4 的一步还差在线性层以外。同样另量的（1 个线程，torch profiler 下）：120 个 int4 层约 5.5 ms、int8 的 LM head 1.9 ms，inductor 生成的逐元素内核 1.0 ms，dynamo 每次调用前检查的两千多条守卫 0.8 ms，注意力 0.3 ms，调度器和采样 0.6 ms 上下。Q4_1 读的字节和我们一样多（线性层 66 MB、LM head 的 Q8_0 29 MB），一整步 8.0 ms，几乎全是读权重。两个线程时线性层快了，那几毫秒的 Python 和守卫不变，差得更多。守卫可以不查（`skip_guard_eval_unsafe`），但那样第 18 章“改了编进图里的常数就当场报错”的保护也没了，本书没有这样做。float32 的几家都贴着内存带宽：一步读 538 MB，llama.cpp 和我们只差在线性层以外的那一两毫秒。
 #
-# 速度之外是精度。同一段 109 个 token 的固定文本（本书自己写的一段英文）上的困惑度：HF 的 float32；HF 换上我们的 int8、int4 权重、每个线性层的输入也同样取整（和引擎算的是同一个式子）；llama.cpp 的两个 GGUF（装了才有）：
+# 速度之外是精度。同一段 109 个 token 的固定英文上的困惑度：HF 的 float32；HF 换上我们的 int8、int4 权重、每个线性层的输入也同样取整（和引擎算的是同一个式子）；llama.cpp 的两个 GGUF（装了才有）：
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -388,13 +388,13 @@ for name, ppl in perplexities().items():
 run("python examples/ch11_benchmark.py --cuda-graph-max-bs 64")
 
 # %% [markdown]
-# 这一次是 1.96 倍和 2.25 倍（radix 1.97 倍），离目标 2.5、3 倍还差一截。
+# 这一次是 2.17 倍和 2.25 倍（radix 2.03 倍），离目标 2.5、3 倍还差一截。
 #
 # ??? note "深入：提高从哪里来，又卡在哪里"
 #
 #     - **一步 decode 便宜了，步数没变。** 两个设置下的步数、平均批大小和阶段二完全一样（336 步、平均 14.0 行；126 步、平均 37.4 行），是同一份调度；变的是每一步和 HF 比起来花的时间（两次不在同一台机器上：秒数不能直接比，对 HF 的倍数可以）。
-#     - **批大小 1 已经贴着带宽。** 最后一节里我们一步 41.0 ms，是带宽上界的 97%（HF 69%）：批小的 decode 没有多少可省了。
-#     - **批大了，剩下的几乎全是矩阵乘。** 同时最多 16 个时 decode 前向 42.5 s、336 步，一步约 126 ms，里面大头是 torch 的 GEMM（这时 x 有十几行，本章的 GEMV 不管），编译和 C++ 小算子省下的调用开销相比之下很小。本页之外另量的：同一个工作负载、同一棵树，编译与不编译 decode 前向是 50.2 对 50.6 s。
+#     - **批大小 1 已经贴着带宽。** 最后一节里我们一步 44.1 ms，是带宽上界的 89%（HF 64%）：批小的 decode 没有多少可省了。
+#     - **批大了，剩下的几乎全是矩阵乘。** 同时最多 16 个时 decode 前向 45.9 s、336 步，一步约 137 ms，里面大头是 torch 的 GEMM（这时 x 有十几行，本章的 GEMV 不管），编译和 C++ 小算子省下的调用开销相比之下很小。本页之外另量的：同一个工作负载、同一棵树，编译与不编译 decode 前向是 50.2 对 50.6 s。
 #
 #     HF 有四成多的 token 白算（“有用的只有”那两行），我们一个不白算，但两边做 GEMM 用的是同一个 MKL、同一个核；要再往上，得让十几、几十行的矩阵乘本身更快。
 #
@@ -440,7 +440,7 @@ for expected in ("minisgl::linear_int4(Tensor x, Tensor blocks, int n) -> Tensor
 #
 # ??? note "测试都查了什么"
 #
-#     三个线性层算子在随机形状、随机量级上等于 torch 的参照，坏输入是一条中文错误而不是越界读；两个 RMSNorm 算子在随机形状上与 torch 写法相差不超过 1e-5、残差和逐位相同，也能读 qkv 里切出来的不连续的头；量化误差不超过半个刻度，int4 的装法，TP 切分与合并层不改变量化结果，SmolLM2 的权重在 Q4_1 的格点上；C++ 算子的引擎（每个 RMSNorm 都换成了 C++ 的，权重在大页里，共用的只有一份）与 HF 逐 token 相同；量化后在真实的生成里逐层检查每一次乘法（只量化权重、不取整 x 的实现过不了）；不用 VNNI 另编的一份算出同样的结果；编译后的 int4 decode 与不编译的 token 相同、不重编；量化后不再留 float32 权重；设置和命令行的坏值；编不出 C++ 时 `auto` 退回 torch；重写的分页注意力在长而打散的上下文上等于 SDPA。
+#     三个线性层算子在随机形状、随机量级上等于 torch 的参照，坏输入是一条中文错误而不是越界读；两个 RMSNorm 算子在随机形状上与 torch 写法相差不超过 1e-5、残差和逐位相同，也能读 qkv 里切出来的不连续的头；量化误差不超过半个刻度，int4 的装法，TP 切分与合并层不改变量化结果，SmolLM2 的权重在 Q4_1 的格点上；C++ 算子的引擎（每个 RMSNorm 都换成了 C++ 的，权重在大页里，共用的只有一份）与 HF 逐 token 相同；量化后在真实的生成里逐层检查每一次乘法（只量化权重、不取整 x 的实现过不了）；不用 VNNI（走 AVX2）、连 AVX2 也不用（普通循环）另编的两份算出同样的结果；编译后的 int4 decode 与不编译的 token 相同、不重编；量化后不再留 float32 权重；设置和命令行的坏值；编不出 C++ 时 `auto` 退回 torch；重写的分页注意力在长而打散的上下文上等于 SDPA。
 #
 # 其中逐层检查量化的那个：
 

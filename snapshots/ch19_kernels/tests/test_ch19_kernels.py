@@ -140,23 +140,26 @@ def test_a_non_contiguous_x_is_read_correctly():
     torch.testing.assert_close(torch.ops.minisgl.linear_f32(x, w), x @ w.T, rtol=1e-4, atol=1e-4)
 
 
-def test_the_portable_loops_without_vnni_compute_the_same():
-    """linear.cpp 在没有 AVX-512 VNNI 的机器上走普通的整数循环：用 -mno-avx512vnni 另编一份（缓存着，
-    只编一次），在一个只加载它的进程里和 round_activations 的参照比。"""
+@pytest.mark.parametrize("without", [["avx512vnni"], ["avx512vnni", "avx2"]], ids=["avx2", "plain-loops"])
+def test_the_portable_loops_without_vnni_compute_the_same(without):
+    """linear.cpp 在没有 AVX-512 VNNI 的机器上走 AVX2 的 vpmaddubsw，连 AVX2 也没有时走普通的整数循环：
+    用 -mno-… 另编一份（缓存着，只编一次），在一个只加载它的进程里和 round_activations 的参照比。
+    行数到 20：8 行一趟，走到第三趟。"""
     script = """
-import random, torch
+import random, sys, torch
 from minisgl.kernel import CFLAGS, CSRC, _build_key, load_or_build
 from minisgl.layers.quant import (dequantize_int4, dequantize_int8, interleave_int4, interleave_int8, quantize_int4,
                                   quantize_int8, round_activations)
-flags = CFLAGS + ["-mno-avx512vnni"]
+without = sys.argv[1:]
+flags = CFLAGS + ["-mno-" + isa for isa in without]
 sources = [CSRC / "linear.cpp"]  # 只加载这一份：和 load_kernels 的库登记的是同样的算子名
-load_or_build("minisgl_linear_portable_" + _build_key(sources) + "_novnni", sources, extra_cflags=flags,
-              extra_ldflags=["-fopenmp"])
+load_or_build("minisgl_linear_portable_" + _build_key(sources) + "_no_" + "_".join(without), sources,
+              extra_cflags=flags, extra_ldflags=["-fopenmp"])
 ops = torch.ops.minisgl
 for seed in range(6):
     rng = random.Random(seed)
     torch.manual_seed(seed)
-    m, n, k = rng.randint(1, 8), rng.randint(1, 200), 64 * rng.randint(1, 10)
+    m, n, k = rng.randint(1, 20), rng.randint(1, 200), 64 * rng.randint(1, 10)
     x, w = torch.randn(m, k) * rng.choice([0.01, 1.0, 30.0]), torch.randn(n, k)
     xr = round_activations(x)
     q, d = quantize_int8(w)
@@ -167,7 +170,8 @@ for seed in range(6):
                                xr @ dequantize_int4(q4, d4, m4).T, rtol=1e-4, atol=1e-3)
 print("OK")
 """
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=tree_env(), timeout=600)
+    proc = subprocess.run([sys.executable, "-c", script, *without], capture_output=True, text=True, env=tree_env(),
+                          timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     assert proc.stdout.strip().endswith("OK")
 

@@ -1,4 +1,6 @@
-// 小批量线性层 y = x @ W.T 的 CPU 算子：decode 时 x 只有几行，时间全花在把权重从内存读进来上。
+// 线性层 y = x @ W.T 的 CPU 算子。decode 时 x 只有几行，时间全花在把权重从内存读进来上。
+// float32 只接 1～8 行（更多行交给 torch 的 GEMM）；int8 / int4 接任意行数：一块权重读进 L1 之后，
+// 对 x 的每 8 行各算一趟，权重只从内存读一次。
 //
 // float32：权重 W 按行存 [N, K]。一行一行地读，和 x 的 M 行各乘加一次；N 行分给 torch 的线程池。
 //   软件预取：读第 k 个数时先让内存把 2 KB 之后的那段送进缓存，读到那里时它已经在了。
@@ -19,9 +21,14 @@
 #include <cmath>
 #include <vector>
 
-#if defined(__AVX512VNNI__) && defined(__AVX512F__)  // -march=native 在有 VNNI 的 CPU 上定义这两个宏
+// -march=native 按这台 CPU 定义下面的宏：有 AVX-512 VNNI 用 vpdpbusd；只有 AVX2（多数笔记本）用 vpmaddubsw
+// 拼出同样的“4 对 u8 × s8 加进一个 int32”；都没有（比如 ARM）走普通的整数循环
+#if defined(__AVX512VNNI__) && defined(__AVX512F__)
 #include <immintrin.h>
 #define MINISGL_VNNI 1
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#include <immintrin.h>
+#define MINISGL_AVX2 1
 #endif
 
 namespace {
@@ -171,8 +178,76 @@ void int4_block(const uint8_t* block, const QuantizedX& x, int64_t row0, float* 
   }
   for (int i = 0; i < M; ++i) _mm512_storeu_ps(y + i * N, acc[i]);
 }
+#elif defined(MINISGL_AVX2)
+// 只有 AVX2：一个 256 位寄存器装 8 行的格子，16 行分两半（h = 0、1）。没有 vpdpbusd，用两条指令拼：
+// vpmaddubsw 把相邻两对 u8 × s8 加成 int16，vpmaddwd 乘 1 再把相邻两个 int16 加成 int32。
+// vpmaddubsw 的 int16 会饱和，所以无符号的那一方要小：int4 的 q ≤ 15；int8 用 |q| 和“带上 q 的符号的 x”，
+// |q|·|x| ≤ 128·127，两对相加也放得下，也就不用 +128 的修正
+inline __m256i broadcast4(const int8_t* p) { return _mm256_set1_epi32(*reinterpret_cast<const int32_t*>(p)); }
+inline __m256 load_halves(const uint8_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline __m256i dot4(__m256i acc, __m256i w_unsigned, __m256i x_signed) {
+  const __m256i pairs = _mm256_maddubs_epi16(w_unsigned, x_signed);
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+}
+
+template <int M>
+void int8_block(const uint8_t* block, const QuantizedX& x, int64_t row0, float* y, int64_t N) {
+  __m256 acc[M][2];
+  for (int i = 0; i < M; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  for (int64_t g = 0; g < x.G; ++g, block += kInt8Block) {
+    for (int64_t c = 0; c < kInt8Block; c += 64) _mm_prefetch(reinterpret_cast<const char*>(block) + kAheadQuantized + c, _MM_HINT_T0);
+    for (int h = 0; h < 2; ++h) {
+      __m256i dot[M];
+      for (int i = 0; i < M; ++i) dot[i] = _mm256_setzero_si256();
+      for (int s = 0; s < 8; ++s) {
+        const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 64 * s + 32 * h));
+        const __m256i w_abs = _mm256_sign_epi8(w, w);
+        for (int i = 0; i < M; ++i)
+          dot[i] = dot4(dot[i], w_abs, _mm256_sign_epi8(broadcast4(x.group(row0 + i, g) + 4 * s), w));
+      }
+      const __m256 d = load_halves(block + kLanes * kGroup + 16 * h);
+      for (int i = 0; i < M; ++i)
+        acc[i][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[i]), _mm256_mul_ps(d, _mm256_set1_ps(x.scale[(row0 + i) * x.G + g])), acc[i][h]);
+    }
+  }
+  for (int i = 0; i < M; ++i) _mm256_storeu_ps(y + i * N, acc[i][0]), _mm256_storeu_ps(y + i * N + 8, acc[i][1]);
+}
+
+template <int M>
+void int4_block(const uint8_t* block, const QuantizedX& x, int64_t row0, float* y, int64_t N) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  __m256 acc[M][2];
+  for (int i = 0; i < M; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  for (int64_t g = 0; g < x.G; ++g, block += kInt4Block) {
+    for (int64_t c = 0; c < kInt4Block; c += 64) _mm_prefetch(reinterpret_cast<const char*>(block) + kAheadQuantized + c, _MM_HINT_T0);
+    for (int h = 0; h < 2; ++h) {
+      __m256i lo[4], hi[4];
+      for (int s = 0; s < 4; ++s) {
+        const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 64 * s + 32 * h));
+        lo[s] = _mm256_and_si256(b, low4);
+        hi[s] = _mm256_and_si256(_mm256_srli_epi16(b, 4), low4);
+      }
+      const __m256 d = load_halves(block + kLanes * kGroup / 2 + 16 * h);
+      const __m256 m = load_halves(block + kLanes * kGroup / 2 + 32 + 16 * h);
+      for (int i = 0; i < M; ++i) {
+        const int8_t* xg = x.group(row0 + i, g);
+        __m256i dot = _mm256_setzero_si256();
+        for (int s = 0; s < 4; ++s) {
+          dot = dot4(dot, lo[s], broadcast4(xg + 4 * s));
+          dot = dot4(dot, hi[s], broadcast4(xg + 16 + 4 * s));
+        }
+        const float dx = x.scale[(row0 + i) * x.G + g];
+        acc[i][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(d, _mm256_set1_ps(dx)), acc[i][h]);
+        acc[i][h] = _mm256_fmadd_ps(m, _mm256_set1_ps(dx * static_cast<float>(x.sum[(row0 + i) * x.G + g])), acc[i][h]);
+      }
+    }
+  }
+  for (int i = 0; i < M; ++i) _mm256_storeu_ps(y + i * N, acc[i][0]), _mm256_storeu_ps(y + i * N + 8, acc[i][1]);
+}
 #else
-// 没有 AVX-512 VNNI 的机器：同样的块，普通的整数循环。整数部分分毫不差，float 只是加法顺序不同，只是慢
+// 既没有 AVX-512 VNNI 也没有 AVX2 的机器：同样的块，普通的整数循环。整数部分分毫不差，float 只是加法顺序不同，只是慢
 inline float half_to_float(const uint8_t* p, int64_t lane) {
   return static_cast<float>(reinterpret_cast<const at::Half*>(p)[lane]);
 }
